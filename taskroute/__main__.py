@@ -1,0 +1,3 @@
+from taskroute.cli import main
+
+main()

@@ -1,0 +1,127 @@
+"""The ASGI application: GraphQL, REST, health, and the background jobs in its lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+
+from taskroute import rest
+from taskroute.config import Settings
+from taskroute.db.migrate import migrate_url
+from taskroute.db.pool import Database, create_pool
+from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.resolvers.sweeper import run_sweeper
+from taskroute.schema.build import build_schema
+from taskroute.schema.context import Context, Services
+
+log = logging.getLogger(__name__)
+
+
+class GraphQLApp(GraphQL[Context, None]):
+    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
+        services: Services = request.state.services
+        return Context(services, request.headers.get("authorization"), request, response)
+
+
+class BodyLimit:
+    """Refuses request bodies over `limit` bytes, before buffering them whole."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await rest.error_response(self._too_large())(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise self._too_large()
+            return message
+
+        await self.app(scope, limited, send)
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(f"request body is larger than {self.limit} bytes")
+
+
+async def _taskroute_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TaskrouteError)
+    return rest.error_response(exc)
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    services: Services = request.state.services
+    try:
+        await asyncio.wait_for(services.db.fetchval("SELECT 1"), timeout=2)
+    except Exception as exc:  # any failure means not ready
+        return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    settings = settings or Settings.from_env()
+    graphql = GraphQLApp(
+        build_schema(introspection=settings.introspection),
+        allowed_origins=settings.allowed_origins,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        url = settings.database_url
+        embedded = None
+        if not url:
+            from taskroute.embedded import start_embedded_postgres
+
+            url, embedded = start_embedded_postgres(settings.data_dir)
+        await migrate_url(url)
+        pool = await create_pool(url, settings.pool_min, settings.pool_max)
+        services = Services(Database(pool, settings.pool_timeout), settings)
+        sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
+        try:
+            yield {"services": services}
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await pool.close()
+            del embedded  # pgserver stops it when the last handle goes
+
+    routes = [
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        *rest.routes,
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={TaskrouteError: _taskroute_error},
+    )
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app

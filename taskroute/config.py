@@ -1,0 +1,71 @@
+"""Every setting, read from the environment in one place. Each has a documented default."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return default if raw in (None, "") else int(raw)
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return default if raw in (None, "") else float(raw)
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    return default if raw in (None, "") else raw.lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Postgres URL; empty -> an embedded Postgres (pgserver) under `data_dir/pg`.
+    database_url: str = ""
+    # Bootstrap admin credential; empty -> no admin over the API (the CLI still works).
+    admin_token: str = ""
+    # Where payloads live: file:///path (default ./.taskroute/blobs) or s3://bucket/prefix.
+    blob_url: str = ""
+    # Local state (embedded Postgres, local blobs).
+    data_dir: str = "./.taskroute"
+    pool_min: int = 2
+    pool_max: int = 10
+    # How long a request waits for a pooled connection before answering UNAVAILABLE / 503.
+    pool_timeout: float = 5.0
+    # Seconds between sweeps of expired leases.
+    sweep_interval: float = 5.0
+    # REST 204 Retry-After seconds when there is nothing to claim.
+    retry_after: int = 10
+    # Largest request body accepted, in bytes (rejected before it is buffered).
+    max_body_bytes: int = 32 * 1024 * 1024
+    # Largest payload of one task, in bytes of canonical JSON.
+    max_payload_bytes: int = 1024 * 1024
+    # Most tasks in one createProject / addTasks request.
+    max_tasks_per_request: int = 100_000
+    # GraphQL introspection (turn off in production if you do not publish the schema).
+    introspection: bool = True
+    # Origins allowed to open WebSockets (comma separated); empty -> same-origin only.
+    allowed_origins: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        origins = os.environ.get("TASKROUTE_ALLOWED_ORIGINS", "")
+        return cls(
+            database_url=os.environ.get("DATABASE_URL", ""),
+            admin_token=os.environ.get("TASKROUTE_ADMIN_TOKEN", ""),
+            blob_url=os.environ.get("TASKROUTE_BLOB_URL", ""),
+            data_dir=os.environ.get("TASKROUTE_DATA_DIR", "./.taskroute"),
+            pool_min=_int("TASKROUTE_POOL_MIN", 2),
+            pool_max=_int("TASKROUTE_POOL_MAX", 10),
+            pool_timeout=_float("TASKROUTE_POOL_TIMEOUT", 5.0),
+            sweep_interval=_float("TASKROUTE_SWEEP_INTERVAL", 5.0),
+            retry_after=_int("TASKROUTE_RETRY_AFTER", 10),
+            max_body_bytes=_int("TASKROUTE_MAX_BODY_BYTES", 32 * 1024 * 1024),
+            max_payload_bytes=_int("TASKROUTE_MAX_PAYLOAD_BYTES", 1024 * 1024),
+            max_tasks_per_request=_int("TASKROUTE_MAX_TASKS_PER_REQUEST", 100_000),
+            introspection=_bool("TASKROUTE_INTROSPECTION", True),
+            allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
+        )

@@ -1,0 +1,69 @@
+"""The connection pool, with JSON codecs and a bounded wait for a free connection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from taskroute.errors import Unavailable
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typename in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typename, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
+
+
+async def create_pool(dsn: str, min_size: int = 2, max_size: int = 10) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        dsn, min_size=min_size, max_size=max_size, init=_init_connection, command_timeout=60
+    )
+    assert pool is not None
+    return pool
+
+
+class Database:
+    """The pool plus the policy for waiting on it: wait up to `timeout`, then UNAVAILABLE."""
+
+    def __init__(self, pool: asyncpg.Pool, timeout: float) -> None:
+        self.pool = pool
+        self.timeout = timeout
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            conn = await self.pool.acquire(timeout=self.timeout)
+        except TimeoutError as exc:
+            raise Unavailable("the database is busy; try again shortly") from exc
+        except (OSError, asyncpg.PostgresConnectionError) as exc:
+            raise Unavailable("the database is unreachable; try again shortly") from exc
+        try:
+            yield conn
+        finally:
+            await self.pool.release(conn)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self.connection() as conn, conn.transaction():
+            yield conn
+
+    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        async with self.connection() as conn:
+            return await conn.fetchrow(query, *args)
+
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        async with self.connection() as conn:
+            return await conn.fetch(query, *args)
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        async with self.connection() as conn:
+            return await conn.fetchval(query, *args)
+
+    async def execute(self, query: str, *args: Any) -> str:
+        async with self.connection() as conn:
+            return await conn.execute(query, *args)

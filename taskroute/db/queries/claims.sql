@@ -1,0 +1,178 @@
+-- The claim loop: claim, heartbeat, submit, and returning expired leases to the pool.
+-- Lock order everywhere: the task row first, then its assignment (no deadlocks).
+
+-- name: expert_touch
+-- $1 expert_id. Locks the expert row for the rest of the claim transaction, so two racing
+-- claims of one expert run one after the other, and records presence.
+UPDATE experts SET last_seen_at = now() WHERE id = $1 RETURNING status;
+
+-- name: assignment_active_for_expert
+-- $1 expert_id. The expert's live claim, if any (a page refresh gets the same one back).
+SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
+       t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id
+FROM assignments a
+JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
+JOIN items i ON i.id = a.item_id
+JOIN projects p ON p.id = a.project_id
+WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > now();
+
+-- name: task_claim
+-- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds).
+-- For each of the expert's active skills, probe the partial indexes (open tasks; claimed
+-- tasks whose lease expired and may be retried) for the best row the expert qualifies
+-- for, skipping rows other claims hold (SKIP LOCKED), then take the best across skills.
+-- Status values are literals so the planner can match the partial indexes.
+WITH my_skills AS (
+    SELECT es.skill, es.quality
+    FROM expert_skills es
+    JOIN experts e ON e.id = es.expert_id
+    WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
+      AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
+),
+candidate AS (
+    SELECT c.*
+    FROM my_skills s
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+        FROM tasks t
+        WHERE t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
+          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
+          AND NOT EXISTS (SELECT 1 FROM assignments a
+                          WHERE a.item_id = t.item_id AND a.expert_id = $1
+                            AND a.status IN ('active', 'submitted'))
+        ORDER BY t.eff_priority DESC, t.seq
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) c
+    UNION ALL
+    SELECT c.*
+    FROM my_skills s
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+        FROM tasks t
+        WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < now()
+          AND t.attempts < t.max_retries AND t.min_quality <= s.quality
+          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
+          AND NOT EXISTS (SELECT 1 FROM assignments a
+                          WHERE a.item_id = t.item_id AND a.expert_id = $1
+                            AND a.status IN ('active', 'submitted'))
+        ORDER BY t.lease_until
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) c
+),
+best AS (
+    SELECT * FROM candidate ORDER BY eff_priority DESC, seq LIMIT 1
+),
+claimed AS (
+    UPDATE tasks t
+    SET status = 'claimed',
+        assignment_id = gen_random_uuid(),
+        lease_until = now() + make_interval(secs => p.lease_seconds),
+        -- taking over an expired lease counts that lease as a failed attempt
+        attempts = t.attempts + (t.status = 'claimed')::int
+    FROM best c, projects p
+    WHERE t.id = c.id AND p.id = t.project_id
+    RETURNING t.id AS task_id, t.item_id, t.project_id, t.skill, t.priority,
+              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id
+),
+expire_prev AS (
+    UPDATE assignments a SET status = 'expired'
+    FROM claimed c
+    WHERE a.id = c.prev_assignment AND a.status = 'active'
+),
+inserted AS (
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
+    SELECT assignment_id, task_id, item_id, project_id, $1, lease_until FROM claimed
+)
+SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.priority,
+       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes
+FROM claimed c JOIN items i ON i.id = c.item_id;
+
+-- name: leases_release_expired
+-- $1 max rows, $2 expert_id (NULL: everyone's). Returns expired claimed tasks to the pool:
+-- open again, failed once `max_retries` leases expired, canceled if the project was.
+WITH expired AS (
+    SELECT t.id, t.assignment_id
+    FROM tasks t
+    JOIN assignments a ON a.id = t.assignment_id
+    WHERE t.status = 'claimed' AND t.lease_until < now()
+      AND ($2::uuid IS NULL OR a.expert_id = $2)
+    ORDER BY t.lease_until
+    LIMIT $1
+    FOR UPDATE OF t SKIP LOCKED
+),
+released AS (
+    UPDATE tasks t
+    SET status = CASE WHEN p.status = 'canceled' THEN 'canceled'
+                      WHEN t.attempts >= t.max_retries THEN 'failed'
+                      ELSE 'open' END,
+        attempts = t.attempts + 1,
+        assignment_id = NULL,
+        lease_until = NULL
+    FROM expired e, projects p
+    WHERE t.id = e.id AND p.id = t.project_id
+    RETURNING t.id, t.skill, t.project_id, t.status, e.assignment_id
+),
+expire_assignments AS (
+    UPDATE assignments a SET status = 'expired'
+    FROM released r
+    WHERE a.id = r.assignment_id AND a.status = 'active'
+)
+SELECT id, skill, project_id, status FROM released;
+
+-- name: assignment_get
+-- $1 assignment_id.
+SELECT a.*, a.lease_until > now() AS lease_live, p.customer_id,
+       p.pay_cents AS project_pay_cents, p.status AS project_status
+FROM assignments a JOIN projects p ON p.id = a.project_id
+WHERE a.id = $1;
+
+-- name: assignment_heartbeat
+-- $1 assignment_id, $2 expert_id. Extends a live lease (task row first, then assignment);
+-- no row when the lease already expired, the claim is not this expert's, or it was submitted.
+WITH extended AS (
+    UPDATE tasks t
+    SET lease_until = now() + make_interval(secs => p.lease_seconds)
+    FROM assignments a, projects p
+    WHERE a.id = $1 AND a.expert_id = $2 AND a.status = 'active'
+      AND t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
+      AND t.lease_until > now()
+      AND p.id = a.project_id AND p.status = 'active'
+    RETURNING a.id, t.lease_until, t.skill, t.eff_priority
+)
+UPDATE assignments a SET lease_until = e.lease_until
+FROM extended e WHERE a.id = e.id
+RETURNING a.id, a.lease_until, e.skill, e.eff_priority;
+
+-- name: task_lock
+-- $1 task_id. Serialises submits and claims of one task.
+SELECT status, assignment_id, lease_until FROM tasks WHERE id = $1 FOR UPDATE;
+
+-- name: assignment_lock
+-- $1 assignment_id.
+SELECT *, lease_until > now() AS lease_live FROM assignments WHERE id = $1 FOR UPDATE;
+
+-- name: assignment_submit
+-- $1 assignment_id, $2 answer, $3 pay_cents. Stores the answer and the receipt.
+UPDATE assignments
+SET status = 'submitted', answer = $2, submitted_at = now(), receipt_id = gen_random_uuid(),
+    pay_cents = $3
+WHERE id = $1 AND status = 'active'
+RETURNING receipt_id, submitted_at, pay_cents;
+
+-- name: task_done
+-- $1 task_id, $2 assignment_id.
+UPDATE tasks SET status = 'done', lease_until = NULL
+WHERE id = $1 AND assignment_id = $2 AND status = 'claimed';
+
+-- name: payout_insert
+-- $1 assignment_id, $2 expert_id, $3 project_id, $4 amount. One line per assignment, ever.
+INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (assignment_id) DO NOTHING;
+
+-- name: audit_insert
+-- $1 expert_id, $2 customer_id, $3 project_id, $4 task_id, $5 action.
+INSERT INTO audit_log (expert_id, customer_id, project_id, task_id, action)
+VALUES ($1, $2, $3, $4, $5);

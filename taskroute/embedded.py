@@ -1,0 +1,21 @@
+"""An embedded Postgres (pgserver's wheel binaries) for `taskroute serve` without DATABASE_URL."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def start_embedded_postgres(data_dir: str) -> tuple[str, Any]:
+    """Start (or reuse) Postgres in `data_dir/pg`; return its URL and the server handle."""
+    import pgserver  # imported here: only needed when no DATABASE_URL is given
+
+    folder = Path(data_dir).resolve() / "pg"
+    folder.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    url = server.get_uri()
+    log.warning("DATABASE_URL is not set: using embedded Postgres in %s (%s)", folder, url)
+    return url, server

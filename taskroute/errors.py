@@ -1,0 +1,70 @@
+"""One root exception with a code. GraphQL maps it to `extensions.code`, REST to a status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TaskrouteError(Exception):
+    code = "INTERNAL"
+    http_status = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        # graphql-core copies `original_error.extensions` into the GraphQL error.
+        return {"code": self.code, **self.details}
+
+
+class Unauthenticated(TaskrouteError):
+    code = "UNAUTHENTICATED"
+    http_status = 401
+
+
+class Forbidden(TaskrouteError):
+    code = "FORBIDDEN"
+    http_status = 403
+
+
+class NotFound(TaskrouteError):
+    code = "NOT_FOUND"
+    http_status = 404
+
+
+class BadInput(TaskrouteError):
+    code = "BAD_INPUT"
+    http_status = 422
+
+
+class LeaseExpired(TaskrouteError):
+    code = "LEASE_EXPIRED"
+    http_status = 409
+
+
+class AlreadySubmitted(TaskrouteError):
+    code = "ALREADY_SUBMITTED"
+    http_status = 409
+
+
+class Conflict(TaskrouteError):
+    code = "CONFLICT"
+    http_status = 409
+
+
+class ProjectCanceled(TaskrouteError):
+    code = "PROJECT_CANCELED"
+    http_status = 409
+
+
+class PayloadTooLarge(TaskrouteError):
+    code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+
+class Unavailable(TaskrouteError):
+    code = "UNAVAILABLE"
+    http_status = 503

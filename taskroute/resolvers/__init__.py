@@ -1,0 +1,1 @@
+"""Domain logic, shared by the GraphQL schema and the REST routes."""

@@ -1,0 +1,38 @@
+"""Background sweeper: returns expired leases to the pool, one process at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from taskroute.db.pool import Database
+from taskroute.db.queries import Q
+from taskroute.resolvers.claims import SWEEP_BATCH
+
+log = logging.getLogger(__name__)
+
+# Arbitrary constant naming "the lease sweeper" among advisory locks.
+SWEEP_LOCK_KEY = 0x7A5C0002
+
+
+async def sweep_once(db: Database) -> int:
+    """Release expired leases if no other process is sweeping; return how many."""
+    async with db.transaction() as conn:
+        if not await conn.fetchval(Q["advisory_xact_try_lock"], SWEEP_LOCK_KEY):
+            return 0
+        released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
+    if released:
+        log.info("sweeper released %d expired leases", len(released))
+    return len(released)
+
+
+async def run_sweeper(db: Database, interval: float) -> None:
+    while True:
+        try:
+            while await sweep_once(db) == SWEEP_BATCH:
+                pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # keep sweeping through transient database trouble
+            log.exception("sweep failed; retrying in %.1fs", interval)
+        await asyncio.sleep(interval)

@@ -1,0 +1,177 @@
+"""Turns untrusted input (GraphQL inputs or REST JSON, as plain dicts) into checked specs.
+
+Every rule lives here once, so both APIs reject the same things with the same message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from taskroute.errors import BadInput
+
+SKILL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+PRIORITY_RANGE = (-1000, 1000)
+NAME_MAX = 200
+EXTERNAL_ID_MAX = 200
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    skill: str
+    payload: Any
+    payload_json: str  # canonical JSON, what is stored and hashed
+    priority: int = 0
+    external_id: str | None = None
+    gold: Any = None
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    name: str
+    deadline: datetime | None = None
+    priority: int = 0
+    lease_seconds: int = 1800
+    pay_cents: int = 0
+    min_quality: float = 0.0
+    redundancy: int = 1
+    max_retries: int = 3
+    tasks: list[TaskSpec] = field(default_factory=list)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def skill(value: Any, where: str = "skill") -> str:
+    if not isinstance(value, str) or not SKILL_RE.match(value):
+        raise BadInput(
+            f"{where} must be 1-64 letters, digits or _.:- starting with a letter or digit",
+            field=where,
+        )
+    return value
+
+
+def integer(value: Any, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{where} must be an integer", field=where)
+    if not lo <= value <= hi:
+        raise BadInput(f"{where} must be between {lo} and {hi}", field=where)
+    return value
+
+
+def number(value: Any, where: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadInput(f"{where} must be a number", field=where)
+    if not lo <= float(value) <= hi:
+        raise BadInput(f"{where} must be between {lo} and {hi}", field=where)
+    return float(value)
+
+
+def text(value: Any, where: str, max_len: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadInput(f"{where} must be a non-empty string", field=where)
+    if len(value) > max_len:
+        raise BadInput(f"{where} must be at most {max_len} characters", field=where)
+    return value
+
+
+def deadline(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise BadInput("deadline must be an ISO 8601 date-time", field="deadline") from exc
+    else:
+        raise BadInput("deadline must be an ISO 8601 date-time", field="deadline")
+    if dt is not None and dt.tzinfo is None:
+        raise BadInput("deadline must carry a time zone (e.g. Z or +00:00)", field="deadline")
+    return dt
+
+
+def payload_json(value: Any, where: str, max_bytes: int) -> str:
+    encoded = canonical_json(value)
+    if len(encoded.encode()) > max_bytes:
+        raise BadInput(f"{where} is larger than {max_bytes} bytes", field=where)
+    return encoded
+
+
+def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
+    where = f"tasks[{index}]"
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where} must be an object", field=where)
+    unknown = set(raw) - {"skill", "priority", "payload", "external_id", "gold"}
+    if unknown:
+        raise BadInput(f"{where} has unknown fields: {sorted(unknown)}", field=where)
+    if "payload" not in raw or raw["payload"] is None:
+        raise BadInput(f"{where}.payload is required", field=f"{where}.payload")
+    ext = raw.get("external_id")
+    if ext is not None:
+        ext = text(ext, f"{where}.external_id", EXTERNAL_ID_MAX)
+    return TaskSpec(
+        skill=skill(raw.get("skill"), f"{where}.skill"),
+        payload=raw["payload"],
+        payload_json=payload_json(raw["payload"], f"{where}.payload", max_payload_bytes),
+        priority=integer(raw.get("priority", 0), f"{where}.priority", *PRIORITY_RANGE),
+        external_id=ext,
+        gold=raw.get("gold"),
+    )
+
+
+def task_specs(raw: Any, max_tasks: int, max_payload_bytes: int) -> list[TaskSpec]:
+    if not isinstance(raw, list):
+        raise BadInput("tasks must be a list", field="tasks")
+    if len(raw) > max_tasks:
+        raise BadInput(f"at most {max_tasks} tasks per request", field="tasks")
+    specs = [task_spec(t, i, max_payload_bytes) for i, t in enumerate(raw)]
+    seen: set[str] = set()
+    for s in specs:
+        if s.external_id is not None:
+            if s.external_id in seen:
+                raise BadInput(f"external_id {s.external_id!r} appears twice", field="tasks")
+            seen.add(s.external_id)
+    return specs
+
+
+def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpec:
+    """`raw` uses snake_case keys (REST's shape; the GraphQL layer converts to it)."""
+    if not isinstance(raw, dict):
+        raise BadInput("the project must be a JSON object")
+    allowed = {
+        "name",
+        "deadline",
+        "priority",
+        "lease_seconds",
+        "pay_cents",
+        "min_quality",
+        "redundancy",
+        "max_retries",
+        "tasks",
+    }
+    unknown = set(raw) - allowed
+    if unknown:
+        raise BadInput(f"unknown fields: {sorted(unknown)}")
+    return ProjectSpec(
+        name=text(raw.get("name"), "name", NAME_MAX),
+        deadline=deadline(raw.get("deadline")),
+        priority=integer(raw.get("priority", 0), "priority", *PRIORITY_RANGE),
+        lease_seconds=integer(raw.get("lease_seconds", 1800), "lease_seconds", 1, 7 * 86400),
+        pay_cents=integer(raw.get("pay_cents", 0), "pay_cents", 0, 10_000_000),
+        min_quality=number(raw.get("min_quality", 0.0), "min_quality", 0.0, 1.0),
+        redundancy=integer(raw.get("redundancy", 1), "redundancy", 1, 5),
+        max_retries=integer(raw.get("max_retries", 3), "max_retries", 0, 100),
+        tasks=task_specs(raw.get("tasks", []), max_tasks, max_payload_bytes),
+    )
+
+
+def skills_filter(raw: Any) -> list[str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) > 200:
+        raise BadInput("skills must be a list of at most 200 skill names", field="skills")
+    return [skill(s, "skills") for s in raw]

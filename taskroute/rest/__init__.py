@@ -1,0 +1,10 @@
+"""The original REST contract (JSON, snake_case), on the same domain functions as GraphQL."""
+
+from starlette.routing import BaseRoute
+
+from . import claims, projects
+from .common import error_response
+
+routes: list[BaseRoute] = [*claims.routes, *projects.routes]
+
+__all__ = ["error_response", "routes"]

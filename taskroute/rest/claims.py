@@ -1,0 +1,80 @@
+"""REST: the expert's claim loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from taskroute.auth import parse_id
+from taskroute.errors import BadInput
+from taskroute.resolvers import claims
+from taskroute.resolvers import validation as v
+
+from .common import json_body, services, viewer
+
+
+def _claim_json(c: claims.Claim) -> dict[str, Any]:
+    t = c.task
+    return {
+        "assignment_id": str(c.assignment_id),
+        "lease_until": c.lease_until.isoformat(),
+        "task": {
+            "id": str(t.id),
+            "project_id": str(t.project_id),
+            "skill": t.skill,
+            "priority": t.priority,
+            "payload": t.payload,
+        },
+    }
+
+
+def _receipt_json(r: claims.Receipt) -> dict[str, Any]:
+    return {
+        "id": str(r.id),
+        "assignment_id": str(r.assignment_id),
+        "submitted_at": r.submitted_at.isoformat(),
+        "pay_cents": r.pay_cents,
+    }
+
+
+async def next_task(request: Request) -> Response:
+    expert_id = (await viewer(request)).require_expert()
+    body = await json_body(request, required=False)
+    if not isinstance(body, dict):
+        raise BadInput("the body must be a JSON object")
+    claim = await claims.claim_next(
+        services(request).db, expert_id, v.skills_filter(body.get("skills"))
+    )
+    if claim is None:
+        retry = str(services(request).settings.retry_after)
+        return Response(status_code=204, headers={"Retry-After": retry})
+    return JSONResponse(_claim_json(claim))
+
+
+async def heartbeat(request: Request) -> Response:
+    expert_id = (await viewer(request)).require_expert()
+    assignment_id = parse_id(request.path_params["id"], "assignment")
+    lease = await claims.heartbeat(services(request).db, expert_id, assignment_id)
+    return JSONResponse(
+        {"assignment_id": str(lease.assignment_id), "lease_until": lease.lease_until.isoformat()}
+    )
+
+
+async def submit(request: Request) -> Response:
+    expert_id = (await viewer(request)).require_expert()
+    assignment_id = parse_id(request.path_params["id"], "assignment")
+    body = await json_body(request)
+    if not isinstance(body, dict) or "answer" not in body:
+        raise BadInput('the body must be {"answer": ...}', field="answer")
+    receipt = await claims.submit(services(request).db, expert_id, assignment_id, body["answer"])
+    return JSONResponse(_receipt_json(receipt))
+
+
+routes = [
+    Route("/v1/tasks/next", next_task, methods=["POST"]),
+    Route("/v1/assignments/{id}/heartbeat", heartbeat, methods=["POST"]),
+    Route("/v1/assignments/{id}/submit", submit, methods=["POST"]),
+]

@@ -1,0 +1,41 @@
+"""What every REST handler shares: errors as JSON, the viewer, the body."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from taskroute.auth import Viewer, authenticate
+from taskroute.errors import BadInput, TaskrouteError
+from taskroute.schema.context import Services
+
+
+def error_response(exc: TaskrouteError) -> JSONResponse:
+    body: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.details:
+        body["details"] = exc.details
+    return JSONResponse({"error": body}, status_code=exc.http_status)
+
+
+def services(request: Request) -> Services:
+    return request.state.services
+
+
+async def viewer(request: Request) -> Viewer:
+    s = services(request)
+    return await authenticate(s.db, s.settings.admin_token, request.headers.get("authorization"))
+
+
+async def json_body(request: Request, required: bool = True) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        if required:
+            raise BadInput("a JSON body is required")
+        return {}
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"malformed JSON: {exc}") from exc

@@ -1,0 +1,51 @@
+"""REST: customers' projects."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from taskroute.auth import parse_id
+from taskroute.resolvers import projects
+from taskroute.resolvers import validation as v
+
+from .common import json_body, services, viewer
+
+
+async def create_project(request: Request) -> Response:
+    customer_id = (await viewer(request)).require_customer()
+    s = services(request)
+    spec = v.project_spec(
+        await json_body(request), s.settings.max_tasks_per_request, s.settings.max_payload_bytes
+    )
+    created = await projects.create_project(s.db, customer_id, spec)
+    project_id = str(created.project["id"])
+    body = {
+        "project_id": project_id,
+        "status": created.project["status"],
+        "status_url": f"/v1/projects/{project_id}",
+    }
+    return JSONResponse(body, status_code=202 if created.accepted else 201)
+
+
+async def get_project(request: Request) -> Response:
+    who = await viewer(request)
+    s = services(request)
+    project_id = parse_id(request.path_params["id"], "project")
+    row = await projects.get_project(s.db, project_id, who.customer_scope())
+    return JSONResponse(
+        {
+            "project_id": str(row["id"]),
+            "name": row["name"],
+            "status": row["status"],
+            "deadline": row["deadline"].isoformat() if row["deadline"] else None,
+            "progress": await projects.progress(s.db, project_id),
+        }
+    )
+
+
+routes = [
+    Route("/v1/projects", create_project, methods=["POST"]),
+    Route("/v1/projects/{id}", get_project, methods=["GET"]),
+]

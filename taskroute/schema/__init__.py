@@ -1,0 +1,1 @@
+"""The GraphQL schema: thin resolvers that parse, authorise and call `taskroute.resolvers`."""

@@ -1,0 +1,43 @@
+"""Per-request context: shared services plus the (lazily authenticated) viewer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from taskroute.auth import Viewer, authenticate
+from taskroute.config import Settings
+from taskroute.db.pool import Database
+
+
+@dataclass
+class Services:
+    """What the app's lifespan builds once and every request shares."""
+
+    db: Database
+    settings: Settings
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    services: Services
+    authorization: str | None
+    request: Any = None
+    response: Any = None
+    _viewer: Viewer | None = None
+
+    @property
+    def db(self) -> Database:
+        return self.services.db
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    async def viewer(self) -> Viewer:
+        if self._viewer is None:
+            self._viewer = await authenticate(
+                self.db, self.settings.admin_token, self.authorization
+            )
+        return self._viewer

@@ -1,0 +1,48 @@
+"""GraphQL input types; converted to the plain snake_case dicts `validation` checks."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import strawberry
+from strawberry.scalars import JSON
+
+
+@strawberry.input
+class SkillInput:
+    skill: str
+    quality: float = 1.0
+
+
+@strawberry.input
+class TaskInput:
+    skill: str
+    payload: JSON
+    priority: int = 0
+    external_id: str | None = None
+    gold: JSON | None = None
+
+
+@strawberry.input
+class CreateProjectInput:
+    name: str
+    tasks: list[TaskInput]
+    deadline: datetime | None = None
+    priority: int = 0
+    lease_seconds: int = 1800
+    pay_cents: int = 0
+    min_quality: float = 0.0
+    redundancy: int = 1
+    max_retries: int = 3
+
+
+def as_dict(value: Any) -> Any:
+    """Strawberry inputs are dataclasses; unset optional fields are dropped."""
+    raw = asdict(value)
+    if "tasks" in raw:
+        raw["tasks"] = [
+            {k: v for k, v in t.items() if v is not None or k == "payload"} for t in raw["tasks"]
+        ]
+    return {k: v for k, v in raw.items() if v is not None}

@@ -1,0 +1,135 @@
+"""GraphQL output types. Field names are the public contract."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import strawberry
+from strawberry.scalars import JSON
+
+from taskroute.auth import parse_id
+from taskroute.resolvers import claims, projects
+from taskroute.resolvers.accounts import Credential as CredentialRow
+
+from .context import Context
+
+
+@strawberry.type
+class Credential:
+    id: strawberry.ID
+    token: str
+
+    @classmethod
+    def of(cls, c: CredentialRow) -> Credential:
+        return cls(id=strawberry.ID(str(c.id)), token=c.token)
+
+
+@strawberry.type
+class Task:
+    id: strawberry.ID
+    project_id: strawberry.ID
+    skill: str
+    priority: int
+    payload: JSON | None
+
+
+@strawberry.type
+class Claim:
+    assignment_id: strawberry.ID
+    lease_until: datetime
+    task: Task
+
+    @classmethod
+    def of(cls, c: claims.Claim) -> Claim:
+        t = c.task
+        return cls(
+            assignment_id=strawberry.ID(str(c.assignment_id)),
+            lease_until=c.lease_until,
+            task=Task(
+                id=strawberry.ID(str(t.id)),
+                project_id=strawberry.ID(str(t.project_id)),
+                skill=t.skill,
+                priority=t.priority,
+                payload=t.payload,
+            ),
+        )
+
+
+@strawberry.type
+class Lease:
+    assignment_id: strawberry.ID
+    lease_until: datetime
+
+    @classmethod
+    def of(cls, lease: claims.Lease) -> Lease:
+        return cls(
+            assignment_id=strawberry.ID(str(lease.assignment_id)), lease_until=lease.lease_until
+        )
+
+
+@strawberry.type
+class Receipt:
+    id: strawberry.ID
+    assignment_id: strawberry.ID
+    submitted_at: datetime
+    pay_cents: int
+
+    @classmethod
+    def of(cls, r: claims.Receipt) -> Receipt:
+        return cls(
+            id=strawberry.ID(str(r.id)),
+            assignment_id=strawberry.ID(str(r.assignment_id)),
+            submitted_at=r.submitted_at,
+            pay_cents=r.pay_cents,
+        )
+
+
+@strawberry.type
+class Progress:
+    total: int
+    open: int
+    claimed: int
+    done: int
+    failed: int
+    canceled: int
+
+
+@strawberry.type
+class Project:
+    id: strawberry.ID
+    name: str
+    status: str
+    priority: int
+    deadline: datetime | None
+    lease_seconds: int
+    pay_cents: int
+    min_quality: float
+    redundancy: int
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: Any) -> Project:
+        return cls(
+            id=strawberry.ID(str(row["id"])),
+            name=row["name"],
+            status=row["status"],
+            priority=row["priority"],
+            deadline=row["deadline"],
+            lease_seconds=row["lease_seconds"],
+            pay_cents=row["pay_cents"],
+            min_quality=row["min_quality"],
+            redundancy=row["redundancy"],
+            created_at=row["created_at"],
+        )
+
+    @strawberry.field
+    async def progress(self, info: strawberry.Info[Context, None]) -> Progress:
+        counts = await projects.progress(info.context.db, parse_id(self.id))
+        return Progress(**counts)
+
+
+@strawberry.type
+class CreateProjectPayload:
+    project: Project
+    accepted: bool

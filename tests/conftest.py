@@ -1,0 +1,145 @@
+"""Real Postgres for every test: one migrated template per run, one copy per test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import pytest_asyncio
+import uvicorn
+
+from taskroute.app import create_app
+from taskroute.config import Settings
+from taskroute.db.migrate import migrate_url
+
+from .helpers import ADMIN_TOKEN, Api
+
+CANDIDATE_ADMIN_DSNS = [
+    os.environ.get("TASKROUTE_TEST_PG", ""),
+    "postgresql://postgres@127.0.0.1:5432/postgres",
+    "postgresql://root@127.0.0.1:5432/postgres",
+]
+
+
+def _dsn(base: str, dbname: str) -> str:
+    return base.rsplit("/", 1)[0] + "/" + dbname
+
+
+@pytest_asyncio.fixture(scope="session")
+async def pg_admin_dsn() -> str:
+    errors = []
+    for dsn in filter(None, CANDIDATE_ADMIN_DSNS):
+        try:
+            conn = await asyncpg.connect(dsn, timeout=5)
+        except (OSError, asyncpg.PostgresError) as exc:
+            errors.append(f"{dsn}: {exc}")
+            continue
+        await conn.close()
+        return dsn
+    pytest.exit("no Postgres reachable for tests: " + "; ".join(errors), returncode=3)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def template_db(pg_admin_dsn: str) -> AsyncIterator[str]:
+    name = f"taskroute_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    conn = await asyncpg.connect(pg_admin_dsn)
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        await migrate_url(_dsn(pg_admin_dsn, name))
+        yield name
+    finally:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.close()
+
+
+@pytest_asyncio.fixture
+async def database_url(pg_admin_dsn: str, template_db: str) -> AsyncIterator[str]:
+    name = f"taskroute_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(pg_admin_dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        yield _dsn(pg_admin_dsn, name)
+    finally:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.close()
+
+
+@pytest_asyncio.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A direct connection for checking invariants in the database."""
+    conn = await asyncpg.connect(database_url)
+    yield conn
+    await conn.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:
+    base = {
+        "database_url": database_url,
+        "admin_token": ADMIN_TOKEN,
+        "data_dir": str(tmp_path / "data"),
+        "blob_url": f"file://{tmp_path / 'blobs'}",
+        "sweep_interval": 0.2,
+        "pool_max": 20,
+    }
+    base.update(overrides)
+    return Settings(**base)  # type: ignore[arg-type]
+
+
+class InProcessServer:
+    """uvicorn serving the app on a free loopback port, inside the test's event loop."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        config = uvicorn.Config(
+            create_app(settings),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            ws_ping_interval=None,
+        )
+        self.server = uvicorn.Server(config)
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            if self.task.done():
+                self.task.result()
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        if self.task is not None:
+            await self.task
+
+
+@pytest_asyncio.fixture
+async def server(database_url: str, tmp_path: Path) -> AsyncIterator[InProcessServer]:
+    srv = InProcessServer(test_settings(database_url, tmp_path))
+    await srv.start()
+    yield srv
+    await srv.stop()
+
+
+@pytest_asyncio.fixture
+async def api(server: InProcessServer) -> AsyncIterator[Api]:
+    async with Api(server.url) as client:
+        yield client

@@ -1,0 +1,125 @@
+"""A small client for the public API, used by every test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+ADMIN_TOKEN = "admin-test-token"
+
+
+class GraphQLError(AssertionError):
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+        self.code = errors[0].get("extensions", {}).get("code")
+
+
+class Api:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+        self.http = httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits)
+
+    async def __aenter__(self) -> Api:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    async def gql_raw(
+        self, query: str, variables: dict[str, Any] | None = None, token: str | None = None
+    ) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        r = await self.http.post(
+            "/graphql", json={"query": query, "variables": variables or {}}, headers=headers
+        )
+        return r.json()
+
+    async def gql(
+        self, query: str, variables: dict[str, Any] | None = None, token: str | None = None
+    ) -> dict[str, Any]:
+        body = await self.gql_raw(query, variables, token)
+        if body.get("errors"):
+            raise GraphQLError(body["errors"])
+        return body["data"]
+
+    async def rest(
+        self, method: str, path: str, token: str | None = None, **kwargs: Any
+    ) -> httpx.Response:
+        headers = kwargs.pop("headers", {})
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return await self.http.request(method, path, headers=headers, **kwargs)
+
+    # --- the common steps -------------------------------------------------------------
+
+    async def create_customer(self, name: str = "acme") -> dict[str, str]:
+        data = await self.gql(
+            "mutation($n: String!) { createCustomer(name: $n) { id token } }",
+            {"n": name},
+            ADMIN_TOKEN,
+        )
+        return data["createCustomer"]
+
+    async def create_expert(
+        self, skills: list[str] | list[dict[str, Any]], name: str = "expert"
+    ) -> dict[str, str]:
+        skill_inputs = [s if isinstance(s, dict) else {"skill": s} for s in skills]
+        data = await self.gql(
+            "mutation($n: String!, $s: [SkillInput!]!) {"
+            " createExpert(name: $n, skills: $s) { id token } }",
+            {"n": name, "s": skill_inputs},
+            ADMIN_TOKEN,
+        )
+        return data["createExpert"]
+
+    async def create_project(
+        self, token: str, tasks: list[dict[str, Any]], **fields: Any
+    ) -> dict[str, Any]:
+        data = await self.gql(
+            "mutation($i: CreateProjectInput!) { createProject(input: $i) {"
+            " accepted project { id status } } }",
+            {"i": {"name": fields.pop("name", "batch"), "tasks": tasks, **fields}},
+            token,
+        )
+        return data["createProject"]
+
+    async def claim(self, token: str, skills: list[str] | None = None) -> dict[str, Any] | None:
+        data = await self.gql(
+            "mutation($s: [String!]) { claimNextTask(skills: $s) {"
+            " assignmentId leaseUntil task { id projectId skill priority payload } } }",
+            {"s": skills},
+            token,
+        )
+        return data["claimNextTask"]
+
+    async def heartbeat(self, token: str, assignment_id: str) -> dict[str, Any]:
+        data = await self.gql(
+            "mutation($a: ID!) { heartbeat(assignmentId: $a) { assignmentId leaseUntil } }",
+            {"a": assignment_id},
+            token,
+        )
+        return data["heartbeat"]
+
+    async def submit(self, token: str, assignment_id: str, answer: Any) -> dict[str, Any]:
+        data = await self.gql(
+            "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) {"
+            " id assignmentId submittedAt payCents } }",
+            {"a": assignment_id, "x": answer},
+            token,
+        )
+        return data["submit"]
+
+    async def progress(self, token: str, project_id: str) -> dict[str, int]:
+        data = await self.gql(
+            "query($p: ID!) { project(id: $p) { progress { total open claimed done failed } } }",
+            {"p": project_id},
+            token,
+        )
+        return data["project"]["progress"]
+
+
+def tasks_of(skill: str, n: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"skill": skill, "payload": {"text": f"item {i}"}, **extra} for i in range(n)]

@@ -1,0 +1,27 @@
+"""The walk-through from the README, through GraphQL."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from .helpers import Api, tasks_of
+
+
+async def test_claim_heartbeat_submit(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    created = await api.create_project(customer["token"], tasks_of("grading", 3), payCents=25)
+    assert created["accepted"] is False
+    project_id = created["project"]["id"]
+
+    claim = await api.claim(expert["token"])
+    assert claim is not None
+    assert claim["task"]["payload"]["text"].startswith("item ")
+    lease = await api.heartbeat(expert["token"], claim["assignmentId"])
+    assert lease["leaseUntil"] >= claim["leaseUntil"]
+    receipt = await api.submit(expert["token"], claim["assignmentId"], {"grade": 4})
+    assert receipt["payCents"] == 25
+
+    progress = await api.progress(customer["token"], project_id)
+    assert progress == {"total": 3, "open": 2, "claimed": 0, "done": 1, "failed": 0}
+    assert await db.fetchval("SELECT count(*) FROM payouts") == 1
