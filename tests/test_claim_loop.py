@@ -1,0 +1,263 @@
+"""The claim loop through the public API, checked against the database."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import asyncpg
+import pytest
+
+from .helpers import Api, GraphQLError, tasks_of
+
+
+async def test_nothing_to_claim_is_null_and_204(api: Api) -> None:
+    expert = await api.create_expert(["grading"])
+    assert await api.claim(expert["token"]) is None
+    r = await api.rest("POST", "/v1/tasks/next", expert["token"])
+    assert r.status_code == 204
+    assert r.headers["retry-after"] == "10"
+    assert r.content == b""
+
+
+async def test_claim_only_qualified_skill_and_quality(api: Api) -> None:
+    customer = await api.create_customer()
+    novice = await api.create_expert([{"skill": "grading", "quality": 0.5}])
+    translator = await api.create_expert(["translation"])
+    await api.create_project(customer["token"], tasks_of("grading", 2), minQuality=0.8)
+    assert await api.claim(novice["token"]) is None
+    assert await api.claim(translator["token"]) is None
+    good = await api.create_expert([{"skill": "grading", "quality": 0.9}])
+    assert (await api.claim(good["token"]))["task"]["skill"] == "grading"
+
+
+async def test_priority_then_age(api: Api) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    low = await api.create_project(customer["token"], tasks_of("grading", 1), priority=0)
+    high = await api.create_project(
+        customer["token"],
+        [
+            {"skill": "grading", "payload": {"n": "first"}},
+            {"skill": "grading", "payload": {"n": "urgent"}, "priority": 5},
+            {"skill": "grading", "payload": {"n": "second"}},
+        ],
+        priority=1,
+    )
+    order = []
+    for _ in range(4):
+        claim = await api.claim(expert["token"])
+        assert claim is not None
+        order.append((claim["task"]["projectId"], claim["task"]["payload"]))
+        await api.submit(expert["token"], claim["assignmentId"], {"ok": True})
+    hid, lid = high["project"]["id"], low["project"]["id"]
+    assert order == [
+        (hid, {"n": "urgent"}),
+        (hid, {"n": "first"}),
+        (hid, {"n": "second"}),
+        (lid, {"text": "item 0"}),
+    ]
+
+
+async def test_asking_again_returns_the_held_claim(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    await api.create_project(customer["token"], tasks_of("grading", 5))
+    first = await api.claim(expert["token"])
+    again = await api.claim(expert["token"])
+    assert first is not None and again is not None
+    assert again["assignmentId"] == first["assignmentId"]
+    assert await db.fetchval("SELECT count(*) FROM assignments") == 1
+
+
+async def test_same_expert_racing_claims_gets_one_assignment(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    await api.create_project(customer["token"], tasks_of("grading", 20))
+    claims = await asyncio.gather(*(api.claim(expert["token"]) for _ in range(12)))
+    assert len({c["assignmentId"] for c in claims if c}) == 1
+    assert all(c is not None for c in claims)
+    assert await db.fetchval("SELECT count(*) FROM assignments") == 1
+    assert await db.fetchval("SELECT count(*) FROM tasks WHERE status = 'claimed'") == 1
+
+
+async def test_many_experts_claim_and_submit_each_task_exactly_once(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    skills = ["grading", "judging"]
+    experts = [await api.create_expert([random.choice(skills)], f"e{i}") for i in range(50)]
+    for skill in skills:
+        await api.create_project(customer["token"], tasks_of(skill, 150), payCents=7)
+    receipts: list[dict] = []
+
+    async def work(token: str) -> None:
+        while True:
+            claim = await api.claim(token)
+            if claim is None:
+                return
+            receipts.append(await api.submit(token, claim["assignmentId"], {"v": 1}))
+
+    await asyncio.gather(*(work(e["token"]) for e in experts))
+
+    served = {s for (s,) in await db.fetch("SELECT DISTINCT skill FROM expert_skills")}
+    expected = 150 * len(served)
+    assert len(receipts) == expected
+    assert len({r["assignmentId"] for r in receipts}) == expected
+    assert await db.fetchval("SELECT count(*) FROM tasks WHERE status = 'done'") == expected
+    # every done task was answered by exactly one assignment, and paid exactly once
+    assert await db.fetchval(
+        "SELECT count(*) FROM (SELECT task_id FROM assignments WHERE status = 'submitted'"
+        " GROUP BY task_id HAVING count(*) <> 1) x"
+    ) == 0
+    assert await db.fetchval("SELECT count(*) FROM assignments") == expected
+    assert await db.fetchval("SELECT count(*) FROM payouts") == expected
+    assert await db.fetchval("SELECT sum(amount_cents) FROM payouts") == 7 * expected
+
+
+async def test_lease_expiry_is_a_conflict_and_the_task_returns(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    slow = await api.create_expert(["grading"], "slow")
+    other = await api.create_expert(["grading"], "other")
+    await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=1)
+    claim = await api.claim(slow["token"])
+    assert claim is not None
+    assert await api.claim(other["token"]) is None  # held, not expired
+    await asyncio.sleep(1.3)
+
+    r = await api.rest("POST", f"/v1/assignments/{claim['assignmentId']}/heartbeat",
+                       slow["token"])
+    assert r.status_code == 409
+    assert r.json()["error"]["code"] == "LEASE_EXPIRED"
+    with pytest.raises(GraphQLError) as err:
+        await api.submit(slow["token"], claim["assignmentId"], {"late": True})
+    assert err.value.code == "LEASE_EXPIRED"
+
+    taken = await api.claim(other["token"])
+    assert taken is not None and taken["task"]["id"] == claim["task"]["id"]
+    await api.submit(other["token"], taken["assignmentId"], {"on": "time"})
+    assert await db.fetchval("SELECT count(*) FROM payouts") == 1
+    assert await db.fetchval(
+        "SELECT status FROM assignments WHERE id = $1::uuid", claim["assignmentId"]
+    ) == "expired"
+
+
+async def test_heartbeat_extends_the_lease(api: Api) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=2)
+    claim = await api.claim(expert["token"])
+    assert claim is not None
+    for _ in range(3):  # 3 s in all: past the first lease, alive through heartbeats
+        await asyncio.sleep(1)
+        await api.heartbeat(expert["token"], claim["assignmentId"])
+    receipt = await api.submit(expert["token"], claim["assignmentId"], {"done": 1})
+    assert receipt["assignmentId"] == claim["assignmentId"]
+
+
+async def test_sweeper_returns_expired_tasks_and_counts_retries(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    experts = [await api.create_expert(["grading"], f"e{i}") for i in range(3)]
+    created = await api.create_project(
+        customer["token"], tasks_of("grading", 1), leaseSeconds=1, maxRetries=1
+    )
+    for expert in experts[:2]:
+        assert await api.claim(expert["token"]) is not None
+        await asyncio.sleep(1.6)  # the in-process sweeper runs every 0.2 s
+    # Two leases expired and max_retries=1: the task failed and is not offered again.
+    assert await api.claim(experts[2]["token"]) is None
+    progress = await api.progress(customer["token"], created["project"]["id"])
+    assert progress["failed"] == 1 and progress["open"] == 0
+    assert await db.fetchval("SELECT attempts FROM tasks") == 2
+
+
+async def test_double_submit_returns_the_same_receipt(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    await api.create_project(customer["token"], tasks_of("grading", 1), payCents=50)
+    claim = await api.claim(expert["token"])
+    assert claim is not None
+    first = await api.submit(expert["token"], claim["assignmentId"], {"grade": 1})
+    again = await api.submit(expert["token"], claim["assignmentId"], {"grade": 2})
+    assert again == first
+    r = await api.rest("POST", f"/v1/assignments/{claim['assignmentId']}/submit",
+                       expert["token"], json={"answer": {"grade": 3}})
+    assert r.status_code == 200
+    assert r.json()["id"] == first["id"]
+    assert await db.fetchval("SELECT answer FROM assignments") == '{"grade": 1}'
+    assert await db.fetchval("SELECT count(*) FROM payouts") == 1
+
+
+async def test_racing_submits_store_one_answer(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    await api.create_project(customer["token"], tasks_of("grading", 1), payCents=5)
+    claim = await api.claim(expert["token"])
+    assert claim is not None
+    receipts = await asyncio.gather(
+        *(api.submit(expert["token"], claim["assignmentId"], {"n": i}) for i in range(10))
+    )
+    assert len({r["id"] for r in receipts}) == 1
+    assert await db.fetchval("SELECT count(*) FROM payouts") == 1
+    assert await db.fetchval("SELECT count(*) FROM assignments WHERE answer IS NOT NULL") == 1
+
+
+async def test_cancel_stops_claims_and_pays_submitted_work(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    a = await api.create_expert(["grading"], "a")
+    b = await api.create_expert(["grading"], "b")
+    c = await api.create_expert(["grading"], "c")
+    created = await api.create_project(customer["token"], tasks_of("grading", 5), payCents=10)
+    project_id = created["project"]["id"]
+    done = await api.claim(a["token"])
+    in_flight = await api.claim(b["token"])
+    assert done is not None and in_flight is not None
+    await api.submit(a["token"], done["assignmentId"], {"x": 1})
+
+    data = await api.gql("mutation($p: ID!) { cancelProject(id: $p) { status } }",
+                         {"p": project_id}, customer["token"])
+    assert data["cancelProject"]["status"] == "canceled"
+    assert await api.claim(c["token"]) is None
+    with pytest.raises(GraphQLError) as err:
+        await api.heartbeat(b["token"], in_flight["assignmentId"])
+    assert err.value.code == "PROJECT_CANCELED"
+    await api.submit(b["token"], in_flight["assignmentId"], {"x": 2})  # within its lease
+
+    assert await db.fetchval("SELECT sum(amount_cents) FROM payouts") == 20
+    progress = await api.progress(customer["token"], project_id)
+    assert progress["done"] == 2 and progress["open"] == 0
+
+
+async def test_rest_contract_round_trip(api: Api) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    r = await api.rest("POST", "/v1/projects", customer["token"], json={
+        "name": "essays", "pay_cents": 3, "lease_seconds": 60,
+        "tasks": [{"skill": "grading", "payload": {"t": 1}, "external_id": "a-1"}],
+    })
+    assert r.status_code == 201, r.text
+    project_id = r.json()["project_id"]
+    r = await api.rest("POST", "/v1/tasks/next", expert["token"], json={"skills": ["grading"]})
+    assert r.status_code == 200
+    claim = r.json()
+    assert claim["task"]["payload"] == {"t": 1}
+    assert claim["task"]["project_id"] == project_id
+    hb = await api.rest("POST", f"/v1/assignments/{claim['assignment_id']}/heartbeat",
+                        expert["token"])
+    assert hb.status_code == 200 and hb.json()["assignment_id"] == claim["assignment_id"]
+    sub = await api.rest("POST", f"/v1/assignments/{claim['assignment_id']}/submit",
+                         expert["token"], json={"answer": "B"})
+    assert sub.status_code == 200 and sub.json()["pay_cents"] == 3
+    again = await api.rest("POST", f"/v1/assignments/{claim['assignment_id']}/heartbeat",
+                           expert["token"])
+    assert again.status_code == 409 and again.json()["error"]["code"] == "ALREADY_SUBMITTED"
+    got = await api.rest("GET", f"/v1/projects/{project_id}", customer["token"])
+    assert got.json()["progress"]["done"] == 1
