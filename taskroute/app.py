@@ -15,6 +15,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
 
 from taskroute import rest
 from taskroute.config import Settings
@@ -24,6 +25,7 @@ from taskroute.errors import PayloadTooLarge, TaskrouteError
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
+from taskroute.schema.errors import with_codes
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,12 @@ class GraphQLApp(GraphQL[Context, None]):
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         services: Services = request.state.services
         return Context(services, request.headers.get("authorization"), request, response)
+
+    async def process_result(self, request: Request, result: Any) -> GraphQLHTTPResponse:
+        # Parse errors never reach the schema extensions: give them their code here.
+        if result.errors:
+            result.errors = with_codes(result.errors)
+        return await super().process_result(request, result)
 
 
 class BodyLimit:

@@ -108,10 +108,13 @@ async def test_many_experts_claim_and_submit_each_task_exactly_once(
     assert len({r["assignmentId"] for r in receipts}) == expected
     assert await db.fetchval("SELECT count(*) FROM tasks WHERE status = 'done'") == expected
     # every done task was answered by exactly one assignment, and paid exactly once
-    assert await db.fetchval(
-        "SELECT count(*) FROM (SELECT task_id FROM assignments WHERE status = 'submitted'"
-        " GROUP BY task_id HAVING count(*) <> 1) x"
-    ) == 0
+    assert (
+        await db.fetchval(
+            "SELECT count(*) FROM (SELECT task_id FROM assignments WHERE status = 'submitted'"
+            " GROUP BY task_id HAVING count(*) <> 1) x"
+        )
+        == 0
+    )
     assert await db.fetchval("SELECT count(*) FROM assignments") == expected
     assert await db.fetchval("SELECT count(*) FROM payouts") == expected
     assert await db.fetchval("SELECT sum(amount_cents) FROM payouts") == 7 * expected
@@ -129,8 +132,7 @@ async def test_lease_expiry_is_a_conflict_and_the_task_returns(
     assert await api.claim(other["token"]) is None  # held, not expired
     await asyncio.sleep(1.3)
 
-    r = await api.rest("POST", f"/v1/assignments/{claim['assignmentId']}/heartbeat",
-                       slow["token"])
+    r = await api.rest("POST", f"/v1/assignments/{claim['assignmentId']}/heartbeat", slow["token"])
     assert r.status_code == 409
     assert r.json()["error"]["code"] == "LEASE_EXPIRED"
     with pytest.raises(GraphQLError) as err:
@@ -141,9 +143,12 @@ async def test_lease_expiry_is_a_conflict_and_the_task_returns(
     assert taken is not None and taken["task"]["id"] == claim["task"]["id"]
     await api.submit(other["token"], taken["assignmentId"], {"on": "time"})
     assert await db.fetchval("SELECT count(*) FROM payouts") == 1
-    assert await db.fetchval(
-        "SELECT status FROM assignments WHERE id = $1::uuid", claim["assignmentId"]
-    ) == "expired"
+    assert (
+        await db.fetchval(
+            "SELECT status FROM assignments WHERE id = $1::uuid", claim["assignmentId"]
+        )
+        == "expired"
+    )
 
 
 async def test_heartbeat_extends_the_lease(api: Api) -> None:
@@ -186,8 +191,12 @@ async def test_double_submit_returns_the_same_receipt(api: Api, db: asyncpg.Conn
     first = await api.submit(expert["token"], claim["assignmentId"], {"grade": 1})
     again = await api.submit(expert["token"], claim["assignmentId"], {"grade": 2})
     assert again == first
-    r = await api.rest("POST", f"/v1/assignments/{claim['assignmentId']}/submit",
-                       expert["token"], json={"answer": {"grade": 3}})
+    r = await api.rest(
+        "POST",
+        f"/v1/assignments/{claim['assignmentId']}/submit",
+        expert["token"],
+        json={"answer": {"grade": 3}},
+    )
     assert r.status_code == 200
     assert r.json()["id"] == first["id"]
     assert await db.fetchval("SELECT answer FROM assignments") == '{"grade": 1}'
@@ -222,8 +231,11 @@ async def test_cancel_stops_claims_and_pays_submitted_work(
     assert done is not None and in_flight is not None
     await api.submit(a["token"], done["assignmentId"], {"x": 1})
 
-    data = await api.gql("mutation($p: ID!) { cancelProject(id: $p) { status } }",
-                         {"p": project_id}, customer["token"])
+    data = await api.gql(
+        "mutation($p: ID!) { cancelProject(id: $p) { status } }",
+        {"p": project_id},
+        customer["token"],
+    )
     assert data["cancelProject"]["status"] == "canceled"
     assert await api.claim(c["token"]) is None
     with pytest.raises(GraphQLError) as err:
@@ -239,10 +251,17 @@ async def test_cancel_stops_claims_and_pays_submitted_work(
 async def test_rest_contract_round_trip(api: Api) -> None:
     customer = await api.create_customer()
     expert = await api.create_expert(["grading"])
-    r = await api.rest("POST", "/v1/projects", customer["token"], json={
-        "name": "essays", "pay_cents": 3, "lease_seconds": 60,
-        "tasks": [{"skill": "grading", "payload": {"t": 1}, "external_id": "a-1"}],
-    })
+    r = await api.rest(
+        "POST",
+        "/v1/projects",
+        customer["token"],
+        json={
+            "name": "essays",
+            "pay_cents": 3,
+            "lease_seconds": 60,
+            "tasks": [{"skill": "grading", "payload": {"t": 1}, "external_id": "a-1"}],
+        },
+    )
     assert r.status_code == 201, r.text
     project_id = r.json()["project_id"]
     r = await api.rest("POST", "/v1/tasks/next", expert["token"], json={"skills": ["grading"]})
@@ -250,14 +269,20 @@ async def test_rest_contract_round_trip(api: Api) -> None:
     claim = r.json()
     assert claim["task"]["payload"] == {"t": 1}
     assert claim["task"]["project_id"] == project_id
-    hb = await api.rest("POST", f"/v1/assignments/{claim['assignment_id']}/heartbeat",
-                        expert["token"])
+    hb = await api.rest(
+        "POST", f"/v1/assignments/{claim['assignment_id']}/heartbeat", expert["token"]
+    )
     assert hb.status_code == 200 and hb.json()["assignment_id"] == claim["assignment_id"]
-    sub = await api.rest("POST", f"/v1/assignments/{claim['assignment_id']}/submit",
-                         expert["token"], json={"answer": "B"})
+    sub = await api.rest(
+        "POST",
+        f"/v1/assignments/{claim['assignment_id']}/submit",
+        expert["token"],
+        json={"answer": "B"},
+    )
     assert sub.status_code == 200 and sub.json()["pay_cents"] == 3
-    again = await api.rest("POST", f"/v1/assignments/{claim['assignment_id']}/heartbeat",
-                           expert["token"])
+    again = await api.rest(
+        "POST", f"/v1/assignments/{claim['assignment_id']}/heartbeat", expert["token"]
+    )
     assert again.status_code == 409 and again.json()["error"]["code"] == "ALREADY_SUBMITTED"
     got = await api.rest("GET", f"/v1/projects/{project_id}", customer["token"])
     assert got.json()["progress"]["done"] == 1

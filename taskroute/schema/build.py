@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import strawberry
+from graphql.error import GraphQLError
 from strawberry.extensions import (
     MaxAliasesLimiter,
     MaxTokensLimiter,
@@ -27,6 +30,13 @@ MAX_TOKENS = 5000
 MAX_ALIASES = 30
 
 
+class Schema(strawberry.Schema):
+    def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
+        # Expected errors (bad input, not found, expired lease) are answers, not incidents;
+        # ErrorCodes logs the unexpected ones with their traceback.
+        return
+
+
 def build_schema(introspection: bool = True) -> strawberry.Schema:
     extensions: list = [
         ErrorCodes,
@@ -38,7 +48,7 @@ def build_schema(introspection: bool = True) -> strawberry.Schema:
     ]
     if not introspection:
         extensions.append(DisableIntrospection)
-    return strawberry.Schema(
+    return Schema(
         query=merge_types("Query", QUERIES),
         mutation=merge_types("Mutation", MUTATIONS),
         subscription=merge_types("Subscription", SUBSCRIPTIONS) if SUBSCRIPTIONS else None,

@@ -17,8 +17,8 @@ def _coded(error: GraphQLError) -> GraphQLError:
     original = error.original_error
     if isinstance(original, TaskrouteError):
         return error  # graphql-core already copied `original.extensions` (with the code)
-    if original is None:
-        # Parse, validation and variable errors: the request itself is wrong.
+    if original is None or isinstance(original, GraphQLError):
+        # Parse, validation and variable-coercion errors: the request itself is wrong.
         code = (error.extensions or {}).get("code", "BAD_INPUT")
         return GraphQLError(
             error.message,
@@ -41,9 +41,13 @@ def _coded(error: GraphQLError) -> GraphQLError:
     )
 
 
+def with_codes(errors: list[GraphQLError]) -> list[GraphQLError]:
+    return [_coded(e) for e in errors]
+
+
 class ErrorCodes(SchemaExtension):
     def on_operation(self) -> Iterator[None]:
         yield
         result = self.execution_context.result
         if result is not None and getattr(result, "errors", None):
-            result.errors = [_coded(e) for e in result.errors]
+            result.errors = with_codes(result.errors)
