@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -32,6 +33,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # Worker processes inherit the URL, so they all share this one database.
     os.environ["DATABASE_URL"] = url
     asyncio.run(migrate_url(url))
+    # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets
+    # atexit handlers run, so the embedded Postgres is stopped with us.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(
         "taskroute.app:create_app",
         factory=True,
