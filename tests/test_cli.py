@@ -5,16 +5,32 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from .conftest import free_port
 from .helpers import Api, tasks_of
 from .processes import ROOT, ServerProcess
 
 
-async def test_serve_without_database_url_uses_embedded_postgres(tmp_path: Path) -> None:
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    # Not under pytest's tmp_path: embedded Postgres runs as an unprivileged user when we are
+    # root, and pytest keeps its own tmp root private (0700), so that user could not enter it.
+    path = Path(tempfile.mkdtemp(prefix="taskroute-embedded-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_serve_without_database_url_uses_embedded_postgres(data_dir: Path) -> None:
+    tmp_path = data_dir
     server = ServerProcess("", free_port(), tmp_path)
     server.env.pop("DATABASE_URL")
     await asyncio.to_thread(server.start, 90)
@@ -26,7 +42,11 @@ async def test_serve_without_database_url_uses_embedded_postgres(tmp_path: Path)
         out = await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "taskroute", "admin", "create-customer", "acme"],
-            env=env, capture_output=True, text=True, timeout=60, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         )
         token = json.loads(out.stdout)["token"]
         async with Api(server.url) as api:
