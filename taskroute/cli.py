@@ -45,6 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         loop="uvloop",
         http="httptools",
         ws_ping_interval=20,
+        # longer than typical clients' and load balancers' idle timeouts
+        timeout_keep_alive=75,
         log_level=args.log_level,
     )
     del server
