@@ -114,3 +114,7 @@ SELECT * FROM project_alerts WHERE project_id = $1 ORDER BY seq DESC LIMIT $2;
 -- name: alert_latest_seq
 -- $1 project_id. 0 when the project has no alert.
 SELECT coalesce(max(seq), 0) FROM project_alerts WHERE project_id = $1;
+
+-- name: db_now
+-- The database's clock, which every forecast uses.
+SELECT now();
