@@ -53,7 +53,8 @@ async def add_history(
                 " claimed_at, lease_until, answer, submitted_at, receipt_id, pay_cents)"
                 " VALUES (gen_random_uuid(), $1, $2, $3, $4, 'submitted',"
                 " now() - make_interval(secs => ($5::float8 + 5) * 60), now(), '{}'::jsonb,"
-                " now() - make_interval(secs => $5::float8 * 60), gen_random_uuid(), 0) RETURNING id",
+                " now() - make_interval(secs => $5::float8 * 60), gen_random_uuid(), 0)"
+                " RETURNING id",
                 task["id"],
                 task["item_id"],
                 project_id,
@@ -69,7 +70,8 @@ async def add_history(
 
 async def seen(db: asyncpg.Connection, expert_id: str, minutes_ago: float) -> None:
     await db.execute(
-        "UPDATE experts SET last_seen_at = now() - make_interval(secs => $2::float8 * 60) WHERE id = $1",
+        "UPDATE experts SET last_seen_at = now() - make_interval(secs => $2::float8 * 60)"
+        " WHERE id = $1",
         expert_id,
         minutes_ago,
     )
