@@ -21,6 +21,7 @@ import asyncpg
 from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
+from taskroute.db.queries import Q
 from taskroute.resolvers.alerts import evaluate
 from taskroute.resolvers.forecast import forecasts
 
@@ -84,6 +85,14 @@ async def main(args: argparse.Namespace) -> None:
         )
         settings = Settings(database_url=dsn)
         one = await conn.fetchval("SELECT id FROM projects ORDER BY id LIMIT 1")
+        if args.explain:
+            plan = await conn.fetch(
+                "EXPLAIN (ANALYZE, BUFFERS) " + Q["forecast_skills"],
+                one,
+                settings.forecast_window,
+                settings.forecast_presence,
+            )
+            print("\n".join(r[0] for r in plan))
         samples = []
         for _ in range(args.repeat):
             t = time.perf_counter()
@@ -118,4 +127,5 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--experts", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--explain", action="store_true", help="print the forecast's plan")
     asyncio.run(main(parser.parse_args()))

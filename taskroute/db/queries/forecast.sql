@@ -37,7 +37,7 @@ present_skills AS (
     FROM present e
     JOIN expert_skills es ON es.expert_id = e.id AND es.status = 'active'
 ),
-demand AS (
+demand AS MATERIALIZED (
     -- every (project, skill) with work left that a present expert holds the skill for
     SELECT p.id AS project_id, s.skill, p.min_quality
     FROM projects p
