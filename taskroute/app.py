@@ -22,6 +22,7 @@ from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.resolvers.alerts import run_alerts
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
@@ -110,12 +111,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         pool = await create_pool(url, settings.pool_min, settings.pool_max)
         services = Services(Database(pool, settings.pool_timeout), settings)
         sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
+        deadline_alerts = asyncio.create_task(run_alerts(services.db, settings))
         try:
             yield {"services": services}
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for job in (sweeper, deadline_alerts):
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await job
             await pool.close()
             del embedded  # pgserver stops it when the last handle goes
 

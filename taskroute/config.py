@@ -49,6 +49,16 @@ class Settings:
     introspection: bool = True
     # Origins allowed to open WebSockets (comma separated); empty -> same-origin only.
     allowed_origins: tuple[str, ...] = field(default_factory=tuple)
+    # Forecasts (issue 7): throughput is observed over this many recent seconds ...
+    forecast_window: float = 3600.0
+    # ... from experts seen (claiming) within this many seconds or holding a live lease.
+    forecast_presence: float = 900.0
+    # Seconds between evaluations of every deadline (risk alerts).
+    forecast_interval: float = 30.0
+    # Back on track only when the ETA beats the deadline by this fraction of the time left.
+    forecast_hysteresis: float = 0.1
+    # Seconds between re-evaluations behind one `forecastUpdated` subscription.
+    forecast_poll: float = 2.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -68,4 +78,9 @@ class Settings:
             max_tasks_per_request=_int("TASKROUTE_MAX_TASKS_PER_REQUEST", 100_000),
             introspection=_bool("TASKROUTE_INTROSPECTION", True),
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
+            forecast_window=_float("TASKROUTE_FORECAST_WINDOW", 3600.0),
+            forecast_presence=_float("TASKROUTE_FORECAST_PRESENCE", 900.0),
+            forecast_interval=_float("TASKROUTE_FORECAST_INTERVAL", 30.0),
+            forecast_hysteresis=_float("TASKROUTE_FORECAST_HYSTERESIS", 0.1),
+            forecast_poll=_float("TASKROUTE_FORECAST_POLL", 2.0),
         )

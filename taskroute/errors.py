@@ -68,3 +68,8 @@ class PayloadTooLarge(TaskrouteError):
 class Unavailable(TaskrouteError):
     code = "UNAVAILABLE"
     http_status = 503
+
+
+class AlreadyReversed(TaskrouteError):
+    code = "ALREADY_REVERSED"
+    http_status = 409

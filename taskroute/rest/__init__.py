@@ -2,9 +2,9 @@
 
 from starlette.routing import BaseRoute
 
-from . import claims, projects
+from . import claims, dashboard, ledger, projects
 from .common import error_response
 
-routes: list[BaseRoute] = [*claims.routes, *projects.routes]
+routes: list[BaseRoute] = [*claims.routes, *projects.routes, *ledger.routes, *dashboard.routes]
 
 __all__ = ["error_response", "routes"]

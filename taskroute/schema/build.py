@@ -18,12 +18,15 @@ from strawberry.tools import merge_types
 
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
+from .customer_views import CustomerViewsQuery
 from .errors import ErrorCodes
+from .ledger import LedgerMutation, LedgerQuery
+from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
 
 # Each area of the API contributes its own root types; they are merged into one schema.
-QUERIES: tuple[type, ...] = (CoreQuery,)
-MUTATIONS: tuple[type, ...] = (CoreMutation,)
-SUBSCRIPTIONS: tuple[type, ...] = ()
+QUERIES: tuple[type, ...] = (CoreQuery, ForecastQuery, LedgerQuery, CustomerViewsQuery)
+MUTATIONS: tuple[type, ...] = (CoreMutation, ForecastMutation, LedgerMutation)
+SUBSCRIPTIONS: tuple[type, ...] = (ForecastSubscription,)
 
 MAX_DEPTH = 12
 MAX_TOKENS = 5000

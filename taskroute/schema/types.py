@@ -12,6 +12,7 @@ from taskroute.auth import parse_id
 from taskroute.resolvers import claims, projects
 from taskroute.resolvers.accounts import Credential as CredentialRow
 
+from . import project_views
 from .context import Context
 
 
@@ -127,6 +128,13 @@ class Project:
     async def progress(self, info: strawberry.Info[Context, None]) -> Progress:
         counts = await projects.progress(info.context.db, parse_id(self.id))
         return Progress(**counts)
+
+    # issue 7 (customer views, forecast, alerts): resolvers live in project_views.py
+    progress_by_skill: list[project_views.SkillProgress] = strawberry.field(
+        resolver=project_views.project_progress_by_skill
+    )
+    forecast: project_views.Forecast = strawberry.field(resolver=project_views.project_forecast)
+    alerts: list[project_views.Alert] = strawberry.field(resolver=project_views.project_alerts)
 
 
 @strawberry.type

@@ -1,0 +1,120 @@
+-- Deadline forecasts and risk alerts (issue 7). Times are the database's now().
+
+-- name: forecast_skills
+-- $1 project_id (NULL: every active project with a deadline), $2 throughput window seconds,
+-- $3 presence window seconds. One row per (project, skill) of the target projects.
+-- remaining = open/pending slots + in-flight (claimed) slots.
+-- A present expert is an active expert seen (claimed) within the presence window or holding
+-- a live lease. Each present expert splits their time equally among every (project, skill)
+-- with work left that they qualify for (skill active, quality >= the project's min_quality):
+-- `expert_equiv` is the sum of those shares for the row, `active_experts` the head count.
+-- `window_submissions` / `window_experts`: submissions of the skill in the window (all
+-- projects) and how many distinct experts made them; the pace of one expert is their ratio
+-- per window hour.
+WITH target AS (
+    SELECT t.project_id, t.skill, p.min_quality, p.deadline,
+           count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
+           count(*) FILTER (WHERE t.status = 'claimed') AS in_flight,
+           count(*) FILTER (WHERE t.status = 'done') AS done,
+           count(*) AS total
+    FROM projects p
+    JOIN tasks t ON t.project_id = p.id
+    WHERE ($1::uuid IS NULL AND p.status = 'active' AND p.deadline IS NOT NULL)
+       OR p.id = $1
+    GROUP BY t.project_id, t.skill, p.min_quality, p.deadline
+),
+present AS (
+    SELECT e.id
+    FROM experts e
+    WHERE e.status = 'active'
+      AND (e.last_seen_at >= now() - make_interval(secs => $3)
+           OR EXISTS (SELECT 1 FROM assignments a
+                      WHERE a.expert_id = e.id AND a.status = 'active'
+                        AND a.lease_until > now()))
+),
+present_skills AS (
+    SELECT es.expert_id, es.skill, es.quality
+    FROM present e
+    JOIN expert_skills es ON es.expert_id = e.id AND es.status = 'active'
+),
+demand AS MATERIALIZED (
+    -- every (project, skill) with work left that a present expert holds the skill for
+    SELECT p.id AS project_id, s.skill, p.min_quality
+    FROM projects p
+    CROSS JOIN (SELECT DISTINCT skill FROM present_skills) s
+    WHERE p.status = 'active'
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.project_id = p.id AND t.skill = s.skill
+                    AND t.status IN ('open', 'pending', 'claimed'))
+),
+shares AS (
+    SELECT ps.expert_id, d.project_id, d.skill,
+           1.0 / count(*) OVER (PARTITION BY ps.expert_id) AS share
+    FROM present_skills ps
+    JOIN demand d ON d.skill = ps.skill AND ps.quality >= d.min_quality
+),
+capacity AS (
+    SELECT project_id, skill, count(*) AS active_experts, sum(share) AS expert_equiv
+    FROM shares
+    GROUP BY project_id, skill
+),
+pace AS (
+    SELECT t.skill, count(*) AS n, count(DISTINCT a.expert_id) AS experts
+    FROM assignments a
+    JOIN tasks t ON t.id = a.task_id
+    WHERE a.status = 'submitted' AND a.submitted_at >= now() - make_interval(secs => $2)
+      AND t.skill IN (SELECT skill FROM target)
+    GROUP BY t.skill
+)
+SELECT tg.project_id, tg.skill, tg.deadline,
+       tg.open::int, tg.in_flight::int, tg.done::int, tg.total::int,
+       (tg.open + tg.in_flight)::int AS remaining,
+       coalesce(c.active_experts, 0)::int AS active_experts,
+       coalesce(c.expert_equiv, 0)::float8 AS expert_equiv,
+       coalesce(pc.n, 0)::int AS window_submissions,
+       coalesce(pc.experts, 0)::int AS window_experts,
+       now() AS evaluated_at
+FROM target tg
+LEFT JOIN capacity c ON c.project_id = tg.project_id AND c.skill = tg.skill
+LEFT JOIN pace pc ON pc.skill = tg.skill
+ORDER BY tg.project_id, tg.skill;
+
+-- name: advisory_xact_lock
+-- $1 key. Waits for the lock (released at commit); for explicit, on-demand runs of a job.
+SELECT pg_advisory_xact_lock($1);
+
+-- name: risk_get
+-- $1 project_id.
+SELECT state, changed_at, evaluated_at FROM project_risk WHERE project_id = $1;
+
+-- name: risk_lock
+-- $1 project_id. The row the evaluator reads and rewrites.
+SELECT state FROM project_risk WHERE project_id = $1 FOR UPDATE;
+
+-- name: risk_upsert
+-- $1 project_id, $2 state. changed_at moves only when the state does.
+INSERT INTO project_risk (project_id, state) VALUES ($1, $2)
+ON CONFLICT (project_id) DO UPDATE
+SET state = EXCLUDED.state,
+    evaluated_at = now(),
+    changed_at = CASE WHEN project_risk.state = EXCLUDED.state
+                      THEN project_risk.changed_at ELSE now() END;
+
+-- name: alert_insert
+-- $1 project_id, $2 kind ('at_risk' | 'recovered'), $3 message, $4 remaining, $5 eta,
+-- $6 deadline.
+INSERT INTO project_alerts (project_id, kind, message, remaining, eta, deadline)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING *;
+
+-- name: alerts_for_project
+-- $1 project_id, $2 max rows. Newest first.
+SELECT * FROM project_alerts WHERE project_id = $1 ORDER BY seq DESC LIMIT $2;
+
+-- name: alert_latest_seq
+-- $1 project_id. 0 when the project has no alert.
+SELECT coalesce(max(seq), 0) FROM project_alerts WHERE project_id = $1;
+
+-- name: db_now
+-- The database's clock, which every forecast uses.
+SELECT now();

@@ -1,0 +1,58 @@
+"""What customers see of their projects: a paginated list and progress by skill."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from taskroute.db.pool import Database
+from taskroute.db.queries import Q
+from taskroute.errors import BadInput
+from taskroute.resolvers import validation as v
+
+PROJECT_STATUSES = ("ingesting", "active", "canceled")
+PAGE_MAX = 200
+
+
+@dataclass(frozen=True)
+class ProjectPage:
+    rows: list[asyncpg.Record]
+    has_next: bool
+
+
+def encode_cursor(row: Any) -> str:
+    raw = f"project:{row['created_at'].isoformat()}|{row['id']}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def decode_cursor(raw: str | None) -> tuple[datetime | None, UUID | None]:
+    if raw is None:
+        return None, None
+    try:
+        kind, _, rest = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
+        at, _, pid = rest.partition("|")
+        if kind == "project":
+            return datetime.fromisoformat(at), UUID(pid)
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise BadInput("after is not a cursor from this listing", field="after")
+
+
+async def projects_page(
+    db: Database, customer_scope: UUID | None, status: str | None, after: str | None, first: int
+) -> ProjectPage:
+    if status is not None and status not in PROJECT_STATUSES:
+        raise BadInput(f"status must be one of {', '.join(PROJECT_STATUSES)}", field="status")
+    first = v.integer(first, "first", 1, PAGE_MAX)
+    at, pid = decode_cursor(after)
+    rows = await db.fetch(Q["projects_page"], customer_scope, status, at, pid, first + 1)
+    return ProjectPage(rows[:first], len(rows) > first)
+
+
+async def progress_by_skill(db: Database, project_id: UUID) -> list[dict[str, Any]]:
+    return [dict(r) for r in await db.fetch(Q["project_progress_by_skill"], project_id)]

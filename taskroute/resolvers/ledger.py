@@ -1,0 +1,164 @@
+"""The payout ledger: listings, balances, totals, reversals, CSV export.
+
+`payouts` is append-only (a trigger refuses UPDATE and DELETE): a correction is a reversal
+line with the negated amount, and a payment can be reversed at most once (UNIQUE reverses_id).
+Who sees what: admins everything; an expert their own lines; a customer their projects' lines.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from taskroute.auth import Viewer
+from taskroute.db.pool import Database
+from taskroute.db.queries import Q
+from taskroute.errors import AlreadyReversed, BadInput, NotFound
+from taskroute.resolvers import validation as v
+
+PAGE_MAX = 500
+REASON_MAX = 1000
+CSV_CHUNK = 1000
+CSV_COLUMNS = [
+    "seq",
+    "id",
+    "kind",
+    "created_at",
+    "project_id",
+    "expert_id",
+    "assignment_id",
+    "amount_cents",
+    "reverses_id",
+    "reason",
+]
+
+
+@dataclass(frozen=True)
+class Scope:
+    expert_id: UUID | None
+    project_id: UUID | None
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[asyncpg.Record]
+    has_next: bool
+
+
+def encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"payout:{seq}".encode()).decode()
+
+
+def decode_cursor(raw: str | None) -> int:
+    if raw is None:
+        return 0
+    try:
+        kind, _, seq = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
+        if kind == "payout" and seq.isdigit():
+            return int(seq)
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise BadInput("after is not a cursor from this listing", field="after")
+
+
+async def scope_for(
+    db: Database, viewer: Viewer, expert_id: UUID | None, project_id: UUID | None
+) -> Scope:
+    """Which lines the viewer asked for and may see; refuses (as not found) the rest."""
+    if viewer.role == "admin":
+        if expert_id is None and project_id is None:
+            raise BadInput("give expertId or projectId", field="expertId")
+        return Scope(expert_id, project_id)
+    if viewer.role == "expert":
+        if expert_id is not None and expert_id != viewer.expert_id:
+            raise NotFound("no such expert")
+        # An expert sees only their own lines, of any project.
+        return Scope(viewer.expert_id, project_id)
+    customer_id = viewer.require_customer()
+    if project_id is None:
+        raise BadInput("give projectId", field="projectId")
+    if await db.fetchrow(Q["project_get"], project_id, customer_id) is None:
+        raise NotFound("no such project")
+    return Scope(expert_id, project_id)
+
+
+async def page(db: Database, scope: Scope, after: str | None, first: int) -> Page:
+    first = v.integer(first, "first", 1, PAGE_MAX)
+    rows = await db.fetch(
+        Q["payouts_page"], scope.expert_id, scope.project_id, decode_cursor(after), first + 1
+    )
+    return Page(rows[:first], len(rows) > first)
+
+
+async def expert_balance(db: Database, expert_id: UUID, project_id: UUID | None) -> dict[str, Any]:
+    row = await db.fetchrow(Q["expert_balance"], expert_id, project_id)
+    assert row is not None
+    return dict(row)
+
+
+async def project_totals(db: Database, project_id: UUID) -> list[dict[str, Any]]:
+    return [dict(r) for r in await db.fetch(Q["project_payout_totals"], project_id)]
+
+
+async def reverse(db: Database, payout_id: UUID, reason: Any) -> asyncpg.Record:
+    reason = v.text(reason, "reason", REASON_MAX)
+    try:
+        async with db.transaction() as conn:
+            row = await conn.fetchrow(Q["payout_reverse"], payout_id, reason)
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "payouts_reverses_id_key":
+            raise AlreadyReversed("this payout was already reversed") from exc
+        raise
+    if row is not None:
+        return row
+    found = await db.fetchrow(Q["payout_get"], payout_id)
+    if found is None:
+        raise NotFound("no such payout")
+    raise BadInput("only a payment line can be reversed, not a reversal", field="payoutId")
+
+
+def _cell(value: Any) -> Any:
+    # Spreadsheets run cells starting with these as formulas: make free text inert.
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return "" if value is None else value
+
+
+async def csv_lines(db: Database, scope: Scope) -> AsyncIterator[str]:
+    """The scope's lines as CSV, fetched in chunks so a large ledger streams."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(CSV_COLUMNS)
+    after = 0
+    while True:
+        rows = await db.fetch(
+            Q["payouts_page"], scope.expert_id, scope.project_id, after, CSV_CHUNK
+        )
+        for r in rows:
+            writer.writerow(
+                [
+                    r["seq"],
+                    r["id"],
+                    r["kind"],
+                    r["created_at"].isoformat(),
+                    r["project_id"],
+                    r["expert_id"],
+                    _cell(r["assignment_id"]),
+                    r["amount_cents"],
+                    _cell(r["reverses_id"]),
+                    _cell(r["reason"]),
+                ]
+            )
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        if len(rows) < CSV_CHUNK:
+            return
+        after = rows[-1]["seq"]

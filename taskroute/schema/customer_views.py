@@ -1,0 +1,54 @@
+"""Customers' lists: `projects(status, after)` as a Relay-style connection (issue 7)."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.relay import PageInfo
+
+from taskroute.resolvers import customer_views
+
+from .context import Context
+from .types import Project
+
+Info = strawberry.Info[Context, None]
+
+
+@strawberry.type
+class ProjectEdge:
+    cursor: str
+    node: Project
+
+
+@strawberry.type
+class ProjectConnection:
+    edges: list[ProjectEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class CustomerViewsQuery:
+    @strawberry.field(description="The customer's projects, newest first (admins: everyone's).")
+    async def projects(
+        self,
+        info: Info,
+        status: str | None = None,
+        after: str | None = None,
+        first: int = 50,
+    ) -> ProjectConnection:
+        viewer = await info.context.viewer()
+        found = await customer_views.projects_page(
+            info.context.db, viewer.customer_scope(), status, after, first
+        )
+        edges = [
+            ProjectEdge(cursor=customer_views.encode_cursor(r), node=Project.of(r))
+            for r in found.rows
+        ]
+        return ProjectConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=found.has_next,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+        )

@@ -1,0 +1,182 @@
+"""The payout ledger over GraphQL: listings, balances, project totals, reversals (issue 7)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import strawberry
+from strawberry.relay import PageInfo
+
+from taskroute.auth import parse_id
+from taskroute.errors import BadInput, NotFound
+from taskroute.resolvers import ledger
+from taskroute.resolvers.projects import get_project
+
+from .context import Context
+
+Info = strawberry.Info[Context, None]
+
+
+def _id(value: Any) -> strawberry.ID | None:
+    return None if value is None else strawberry.ID(str(value))
+
+
+@strawberry.type
+class Payout:
+    id: strawberry.ID
+    seq: int
+    kind: str = strawberry.field(description="'payment' or 'reversal'")
+    amount_cents: int = strawberry.field(description="negative on a reversal line")
+    expert_id: strawberry.ID
+    project_id: strawberry.ID
+    assignment_id: strawberry.ID | None
+    reverses_id: strawberry.ID | None
+    reversed_by_id: strawberry.ID | None
+    reason: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: Any) -> Payout:
+        return cls(
+            id=strawberry.ID(str(row["id"])),
+            seq=row["seq"],
+            kind=row["kind"],
+            amount_cents=row["amount_cents"],
+            expert_id=strawberry.ID(str(row["expert_id"])),
+            project_id=strawberry.ID(str(row["project_id"])),
+            assignment_id=_id(row["assignment_id"]),
+            reverses_id=_id(row["reverses_id"]),
+            reversed_by_id=_id(row["reversed_by"]),
+            reason=row["reason"],
+            created_at=row["created_at"],
+        )
+
+
+@strawberry.type
+class PayoutEdge:
+    cursor: str
+    node: Payout
+
+
+@strawberry.type
+class PayoutConnection:
+    edges: list[PayoutEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class Balance:
+    expert_id: strawberry.ID
+    payments: int
+    reversals: int
+    paid_cents: int
+    reversed_cents: int
+    balance_cents: int
+
+    @classmethod
+    def of(cls, expert_id: Any, row: dict[str, Any]) -> Balance:
+        return cls(
+            expert_id=strawberry.ID(str(expert_id)),
+            payments=row["payments"],
+            reversals=row["reversals"],
+            paid_cents=row["paid_cents"],
+            reversed_cents=row["reversed_cents"],
+            balance_cents=row["balance_cents"],
+        )
+
+
+@strawberry.type
+class ProjectPayoutTotals:
+    project_id: strawberry.ID
+    payments: int
+    reversals: int
+    paid_cents: int
+    reversed_cents: int
+    net_cents: int
+    by_expert: list[Balance]
+
+
+@strawberry.type
+class LedgerQuery:
+    @strawberry.field(description="Ledger lines of one expert or one project, oldest first.")
+    async def payouts(
+        self,
+        info: Info,
+        expert_id: strawberry.ID | None = None,
+        project_id: strawberry.ID | None = None,
+        after: str | None = None,
+        first: int = 100,
+    ) -> PayoutConnection:
+        db = info.context.db
+        scope = await ledger.scope_for(
+            db,
+            await info.context.viewer(),
+            parse_id(expert_id, "expert") if expert_id is not None else None,
+            parse_id(project_id, "project") if project_id is not None else None,
+        )
+        found = await ledger.page(db, scope, after, first)
+        edges = [
+            PayoutEdge(cursor=ledger.encode_cursor(r["seq"]), node=Payout.of(r)) for r in found.rows
+        ]
+        return PayoutConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=found.has_next,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+        )
+
+    @strawberry.field(
+        description="An expert's balance (experts: their own), optionally per project."
+    )
+    async def expert_balance(
+        self,
+        info: Info,
+        expert_id: strawberry.ID | None = None,
+        project_id: strawberry.ID | None = None,
+    ) -> Balance:
+        viewer = await info.context.viewer()
+        if viewer.role == "expert":
+            eid = viewer.require_expert()
+            if expert_id is not None and parse_id(expert_id, "expert") != eid:
+                raise NotFound("no such expert")
+        else:
+            viewer.require_admin()
+            if expert_id is None:
+                raise BadInput("give expertId", field="expertId")
+            eid = parse_id(expert_id, "expert")
+        pid = parse_id(project_id, "project") if project_id is not None else None
+        return Balance.of(eid, await ledger.expert_balance(info.context.db, eid, pid))
+
+    @strawberry.field(description="What a project paid, in total and per expert.")
+    async def project_payout_totals(
+        self, info: Info, project_id: strawberry.ID
+    ) -> ProjectPayoutTotals:
+        viewer = await info.context.viewer()
+        project = await get_project(
+            info.context.db, parse_id(project_id, "project"), viewer.customer_scope()
+        )
+        rows = await ledger.project_totals(info.context.db, project["id"])
+        return ProjectPayoutTotals(
+            project_id=strawberry.ID(str(project["id"])),
+            payments=sum(r["payments"] for r in rows),
+            reversals=sum(r["reversals"] for r in rows),
+            paid_cents=sum(r["paid_cents"] for r in rows),
+            reversed_cents=sum(r["reversed_cents"] for r in rows),
+            net_cents=sum(r["balance_cents"] for r in rows),
+            by_expert=[Balance.of(r["expert_id"], r) for r in rows],
+        )
+
+
+@strawberry.type
+class LedgerMutation:
+    @strawberry.mutation(
+        description="Admin: write a reversal line for a payment (once; never edits the ledger)."
+    )
+    async def reverse(self, info: Info, payout_id: strawberry.ID, reason: str) -> Payout:
+        (await info.context.viewer()).require_admin()
+        row = await ledger.reverse(info.context.db, parse_id(payout_id, "payout"), reason)
+        return Payout.of(row)

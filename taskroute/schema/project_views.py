@@ -1,0 +1,226 @@
+"""Forecasts, risk alerts and progress by skill: the customer's view of a project (issue 7).
+
+`Project.forecast`, `Project.alerts` and `Project.progressBySkill` resolve here (wired in
+types.py). This module must not import `types` (types imports it).
+
+`forecastUpdated(projectId)` is an async generator that re-evaluates the forecast every
+`forecast_poll` seconds and yields only when what a subscriber sees changed (remaining work,
+throughput, on-track, ETA to the minute, risk state, or a new alert). When the LISTEN/NOTIFY
+hub in `taskroute/realtime/` lands, the sleep can become a wait on the project's channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from datetime import datetime
+from typing import Any
+
+import strawberry
+
+from taskroute.auth import parse_id
+from taskroute.db.queries import Q
+from taskroute.resolvers import alerts as alert_domain
+from taskroute.resolvers import customer_views
+from taskroute.resolvers import forecast as fc
+from taskroute.resolvers.projects import get_project
+
+from .context import Context
+
+Info = strawberry.Info[Context, None]
+
+
+@strawberry.type
+class SkillProgress:
+    skill: str
+    total: int
+    open: int
+    claimed: int
+    done: int
+    failed: int
+    canceled: int
+
+
+@strawberry.type(description="Forecast of one skill of a project.")
+class SkillForecast:
+    skill: str
+    total: int
+    done: int
+    remaining: int = strawberry.field(description="open slots plus in-flight (claimed) slots")
+    in_flight: int
+    active_experts: int = strawberry.field(
+        description="present experts qualified for this skill and project"
+    )
+    expert_equivalents: float = strawberry.field(
+        description="active experts weighted by their fair share (1/number of competing demands)"
+    )
+    tasks_per_expert_hour: float
+    throughput_per_hour: float
+    eta: datetime | None
+    eta_early: datetime | None
+    eta_late: datetime | None
+    on_track: bool
+    extra_experts_needed: int | None = strawberry.field(
+        description="dedicated experts to add to meet the deadline; null when unknown"
+    )
+
+    @classmethod
+    def of(cls, s: fc.SkillForecast) -> SkillForecast:
+        return cls(
+            skill=s.skill,
+            total=s.total,
+            done=s.done,
+            remaining=s.remaining,
+            in_flight=s.in_flight,
+            active_experts=s.active_experts,
+            expert_equivalents=s.expert_equiv,
+            tasks_per_expert_hour=s.pace_per_expert,
+            throughput_per_hour=s.throughput,
+            eta=s.eta,
+            eta_early=s.eta_early,
+            eta_late=s.eta_late,
+            on_track=s.on_track,
+            extra_experts_needed=s.extra_experts,
+        )
+
+
+@strawberry.type
+class Forecast:
+    project_id: strawberry.ID
+    deadline: datetime | None
+    evaluated_at: datetime
+    remaining: int
+    throughput_per_hour: float
+    eta: datetime | None = strawberry.field(description="null when work remains but no throughput")
+    eta_early: datetime | None
+    eta_late: datetime | None
+    on_track: bool = strawberry.field(description="the ETA meets the deadline (this instant)")
+    at_risk: bool = strawberry.field(
+        description="the alerting state, with hysteresis (see project.alerts)"
+    )
+    by_skill: list[SkillForecast]
+
+    @classmethod
+    def of(cls, f: fc.Forecast, risk: alert_domain.Risk) -> Forecast:
+        return cls(
+            project_id=strawberry.ID(str(f.project_id)),
+            deadline=f.deadline,
+            evaluated_at=f.evaluated_at,
+            remaining=f.remaining,
+            throughput_per_hour=f.throughput,
+            eta=f.eta,
+            eta_early=f.eta_early,
+            eta_late=f.eta_late,
+            on_track=f.on_track,
+            at_risk=risk.state == "at_risk",
+            by_skill=[SkillForecast.of(s) for s in f.by_skill],
+        )
+
+
+@strawberry.type
+class Alert:
+    id: strawberry.ID
+    kind: str = strawberry.field(description="'at_risk' or 'recovered'")
+    message: str
+    remaining: int
+    eta: datetime | None
+    deadline: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: Any) -> Alert:
+        return cls(
+            id=strawberry.ID(str(row["id"])),
+            kind=row["kind"],
+            message=row["message"],
+            remaining=row["remaining"],
+            eta=row["eta"],
+            deadline=row["deadline"],
+            created_at=row["created_at"],
+        )
+
+
+@strawberry.type
+class ForecastUpdate:
+    forecast: Forecast
+    alert: Alert | None = strawberry.field(description="an alert recorded since the last update")
+
+
+async def _forecast(info: Info, project: Any) -> Forecast:
+    ctx = info.context
+    async with ctx.db.connection() as conn:
+        f = await fc.project_forecast(conn, ctx.settings, project)
+    return Forecast.of(f, await alert_domain.risk(ctx.db, project["id"]))
+
+
+async def _project(info: Info, project_id: Any) -> Any:
+    viewer = await info.context.viewer()
+    return await get_project(
+        info.context.db, parse_id(project_id, "project"), viewer.customer_scope()
+    )
+
+
+# --- Project fields (the parent was already authorised when the project was read) --------
+
+
+async def project_forecast(root: strawberry.Parent[Any], info: Info) -> Forecast:
+    return await _project_forecast_by_id(info, root.id)
+
+
+async def _project_forecast_by_id(info: Info, project_id: Any) -> Forecast:
+    return await _forecast(info, await _project(info, project_id))
+
+
+async def project_alerts(root: strawberry.Parent[Any], info: Info, first: int = 20) -> list[Alert]:
+    limit = max(1, min(first, alert_domain.ALERTS_SHOWN))
+    rows = await alert_domain.alerts(info.context.db, parse_id(root.id), limit)
+    return [Alert.of(r) for r in rows]
+
+
+async def project_progress_by_skill(
+    root: strawberry.Parent[Any], info: Info
+) -> list[SkillProgress]:
+    rows = await customer_views.progress_by_skill(info.context.db, parse_id(root.id))
+    return [SkillProgress(**r) for r in rows]
+
+
+@strawberry.type
+class ForecastQuery:
+    @strawberry.field(description="When the project's remaining work is expected to be done.")
+    async def forecast(self, info: Info, project_id: strawberry.ID) -> Forecast:
+        return await _project_forecast_by_id(info, project_id)
+
+
+@strawberry.type
+class ForecastMutation:
+    @strawberry.mutation(description="Admin: judge every deadline now; returns alerts written.")
+    async def evaluate_deadlines(self, info: Info) -> int:
+        (await info.context.viewer()).require_admin()
+        written = await alert_domain.evaluate(info.context.db, info.context.settings, wait=True)
+        return written or 0
+
+
+@strawberry.type
+class ForecastSubscription:
+    @strawberry.subscription
+    async def forecast_updated(
+        self, info: Info, project_id: strawberry.ID
+    ) -> AsyncGenerator[ForecastUpdate, None]:
+        project = await _project(info, project_id)
+        db = info.context.db
+        seen_alerts = await db.fetchval(Q["alert_latest_seq"], project["id"])
+        last: tuple[Any, ...] | None = None
+        while True:
+            async with db.connection() as conn:
+                f = await fc.project_forecast(conn, info.context.settings, project)
+            risk = await alert_domain.risk(db, project["id"])
+            newest = await alert_domain.alerts(db, project["id"], 1)
+            alert = None
+            if newest and newest[0]["seq"] > seen_alerts:
+                seen_alerts = newest[0]["seq"]
+                alert = Alert.of(newest[0])
+            signature = (f.signature(), risk.state)
+            if alert is not None or signature != last:
+                last = signature
+                yield ForecastUpdate(forecast=Forecast.of(f, risk), alert=alert)
+            await asyncio.sleep(info.context.settings.forecast_poll)

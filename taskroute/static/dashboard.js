@@ -1,0 +1,185 @@
+// taskroute customer dashboard: no build step, no dependencies.
+// The token lives in localStorage; data comes from /graphql. Updates arrive over the
+// graphql-transport-ws subscription `forecastUpdated` (token in connection_init); if the
+// socket or the subscription fails, the page polls over HTTP instead, so it works either way.
+"use strict";
+
+const TOKEN_KEY = "taskroute.token";
+const params = new URLSearchParams(location.search);
+const POLL_MS = Math.max(200, Number(params.get("poll")) || 5000);
+
+const PROJECTS_QUERY = `query Dashboard {
+  projects(first: 50) { edges { node {
+    id name status deadline
+    progress { total open claimed done failed canceled }
+    progressBySkill { skill total open claimed done failed canceled }
+    forecast { remaining eta etaEarly etaLate onTrack atRisk throughputPerHour
+                bySkill { skill remaining extraExpertsNeeded } }
+    alerts(first: 5) { id kind message createdAt }
+  } } }
+}`;
+
+let socket = null;
+let pollTimer = null;
+let reloadTimer = null;
+let subscribed = new Set();
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function token() { return localStorage.getItem(TOKEN_KEY); }
+
+function setLive(mode, text) {
+  $("live").dataset.mode = mode;
+  $("live").textContent = text;
+}
+
+async function gql(query, variables = {}) {
+  const resp = await fetch("/graphql", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "Authorization": `Bearer ${token()}` },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await resp.json();
+  if (body.errors && body.errors.length) throw new Error(body.errors[0].message);
+  return body.data;
+}
+
+function fmt(ts) { return ts ? new Date(ts).toLocaleString() : "—"; }
+
+function pct(done, total, canceled) {
+  const denom = total - canceled;
+  return denom > 0 ? Math.round((100 * done) / denom) : 100;
+}
+
+function bar(percent, label) {
+  const fill = el("div", { class: "fill" });
+  fill.style.width = `${percent}%`;
+  return el("div", { class: "bar", role: "progressbar", "aria-valuemin": "0",
+                     "aria-valuemax": "100", "aria-valuenow": String(percent),
+                     "aria-label": label }, fill);
+}
+
+function renderProject(p) {
+  const g = p.progress;
+  const f = p.forecast;
+  const percent = pct(g.done, g.total, g.canceled);
+  const title = el("h2", {}, p.name, el("span", { class: "badge status" }, p.status));
+  if (f.atRisk) title.append(el("span", { class: "badge at-risk", "data-testid": "at-risk" }, "at risk"));
+  else if (p.deadline) title.append(el("span", { class: "badge on-track" }, "on track"));
+  const card = el("article", { class: "project", "data-project": p.id }, title,
+    bar(percent, `${p.name} progress`),
+    el("div", { class: "numbers", "data-testid": "numbers" },
+       `${g.done} of ${g.total} done · ${g.open} open · ${g.claimed} in progress · ` +
+       `${g.failed} failed · ${percent}%`),
+    el("div", { class: "numbers" },
+       `deadline ${fmt(p.deadline)} · forecast ${f.eta ? fmt(f.eta) : "unknown (no throughput)"}` +
+       (f.eta && f.etaLate ? ` (between ${fmt(f.etaEarly)} and ${fmt(f.etaLate)})` : "") +
+       ` · ${f.remaining} remaining · ${f.throughputPerHour.toFixed(1)}/h`));
+  const extra = new Map(f.bySkill.map((s) => [s.skill, s.extraExpertsNeeded]));
+  for (const s of p.progressBySkill) {
+    const need = extra.get(s.skill);
+    card.append(el("div", { class: "skill" },
+      `${s.skill}: ${s.done}/${s.total}` + (need ? ` · needs ${need} more expert(s)` : ""),
+      bar(pct(s.done, s.total, s.canceled), `${p.name} ${s.skill} progress`)));
+  }
+  if (p.alerts.length) {
+    const list = el("ul", { class: "alerts" });
+    for (const a of p.alerts) list.append(el("li", { class: a.kind }, `${fmt(a.createdAt)} — ${a.message}`));
+    card.append(list);
+  }
+  return card;
+}
+
+async function load() {
+  if (!token()) return;
+  try {
+    const data = await gql(PROJECTS_QUERY);
+    const nodes = data.projects.edges.map((e) => e.node);
+    $("projects").replaceChildren(...nodes.map(renderProject));
+    $("message").textContent = nodes.length ? "" : "No projects yet.";
+    subscribeAll(nodes.map((n) => n.id));
+  } catch (err) {
+    $("message").textContent = `Could not load projects: ${err.message}`;
+  }
+}
+
+function scheduleReload() {
+  clearTimeout(reloadTimer);
+  reloadTimer = setTimeout(load, 100);
+}
+
+function startPolling(reason) {
+  if (pollTimer) return;
+  setLive("polling", `polling (${reason})`);
+  pollTimer = setInterval(load, POLL_MS);
+}
+
+function subscribeAll(ids) {
+  if (!socket || socket.readyState !== WebSocket.OPEN || !socket.acked) return;
+  for (const id of ids) {
+    if (subscribed.has(id)) continue;
+    subscribed.add(id);
+    socket.send(JSON.stringify({
+      id: `forecast-${id}`, type: "subscribe",
+      payload: { query: `subscription($p: ID!) { forecastUpdated(projectId: $p) { forecast { remaining } } }`,
+                 variables: { p: id } },
+    }));
+  }
+}
+
+function connect() {
+  if (!window.WebSocket) { startPolling("no WebSocket"); return; }
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/graphql`;
+  let ws;
+  try { ws = new WebSocket(url, "graphql-transport-ws"); } catch (e) { startPolling("socket refused"); return; }
+  socket = ws;
+  subscribed = new Set();
+  const ackTimeout = setTimeout(() => { if (!ws.acked) startPolling("no ack"); }, 5000);
+  ws.onopen = () => ws.send(JSON.stringify({
+    type: "connection_init", payload: { Authorization: `Bearer ${token()}` } }));
+  ws.onmessage = (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.type === "connection_ack") {
+      ws.acked = true;
+      clearTimeout(ackTimeout);
+      setLive("live", "live");
+      load();
+    } else if (msg.type === "next") {
+      if (msg.payload && msg.payload.errors) startPolling("subscription refused");
+      else scheduleReload();
+    } else if (msg.type === "error") {
+      startPolling("subscription refused");
+    } else if (msg.type === "ping") {
+      ws.send(JSON.stringify({ type: "pong" }));
+    }
+  };
+  ws.onclose = () => { clearTimeout(ackTimeout); if (socket === ws) startPolling("socket closed"); };
+}
+
+function signIn(value) {
+  localStorage.setItem(TOKEN_KEY, value.trim());
+  $("token").value = "";
+  load();
+  connect();
+}
+
+$("auth").addEventListener("submit", (ev) => { ev.preventDefault(); signIn($("token").value); });
+$("signout").addEventListener("click", () => {
+  localStorage.removeItem(TOKEN_KEY);
+  clearInterval(pollTimer); pollTimer = null;
+  if (socket) { const s = socket; socket = null; s.close(); }
+  $("projects").replaceChildren();
+  setLive("off", "offline");
+});
+
+if (token()) { load(); connect(); }

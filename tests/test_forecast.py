@@ -1,0 +1,184 @@
+"""Forecast math on constructed histories: steady pace, nobody present, shared experts.
+
+Defaults: a 1-hour throughput window and a 15-minute presence window. Deadlines are set
+relative to the database clock, so ETAs are compared with a small tolerance for the seconds
+the test itself takes (not a speed assertion).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import asyncpg
+import pytest
+
+from .forecast_helpers import add_history, db_now, forecast, history_project, seen
+from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
+
+TOL_H = 0.02  # hours of slack for the test's own running time
+
+
+async def _two_steady_experts(api: Api, db: asyncpg.Connection, customer: str) -> list[str]:
+    """Two experts, each submitted 6 'grading' tasks in the last hour: 6 tasks/hour each."""
+    hist = await history_project(api, customer, "grading", 12)
+    experts = []
+    for name in ("ada", "bob"):
+        e = await api.create_expert(["grading"], name=name)
+        await add_history(db, hist, e["id"], "grading", [5, 15, 25, 35, 45, 55])
+        await seen(db, e["id"], 1)
+        experts.append(e["id"])
+    return experts
+
+
+async def test_steady_throughput(api: Api, db: asyncpg.Connection) -> None:
+    customer = (await api.create_customer())["token"]
+    await _two_steady_experts(api, db, customer)
+    now = await db_now(db)
+    created = await api.create_project(
+        customer,
+        tasks_of("grading", 24),
+        deadline=(now + timedelta(hours=3)).isoformat(),
+    )
+    pid = created["project"]["id"]
+
+    f = await forecast(api, customer, pid)
+    (s,) = f["bySkill"]
+    assert s["remaining"] == 24 and f["remaining"] == 24
+    assert s["activeExperts"] == 2
+    assert s["expertEquivalents"] == pytest.approx(2.0)
+    assert s["tasksPerExpertHour"] == pytest.approx(6.0)
+    assert f["throughputPerHour"] == pytest.approx(12.0)
+    # 24 tasks at 12/hour: two hours from the evaluation time
+    eta_h = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
+    assert eta_h == pytest.approx(2.0, abs=1e-6)
+    spread = 1 / math.sqrt(12)
+    early_h = (_t(f["etaEarly"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
+    late_h = (_t(f["etaLate"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
+    assert early_h == pytest.approx(2.0 / (1 + spread), abs=1e-6)
+    assert late_h == pytest.approx(2.0 / (1 - spread), abs=1e-6)
+    assert f["onTrack"] is True and s["onTrack"] is True
+    assert s["extraExpertsNeeded"] == 0
+
+    # A claim moves a slot to in-flight: still remaining work.
+    expert = await api.create_expert(["grading"], name="carl")
+    assert await api.claim(expert["token"]) is not None
+    f = await forecast(api, customer, pid)
+    assert f["bySkill"][0]["remaining"] == 24 and f["bySkill"][0]["inFlight"] == 1
+    # carl is present now (he just claimed) at the skill's pace: three experts, 18/hour.
+    assert f["throughputPerHour"] == pytest.approx(18.0)
+
+
+async def test_tight_deadline_asks_for_more_experts(api: Api, db: asyncpg.Connection) -> None:
+    customer = (await api.create_customer())["token"]
+    await _two_steady_experts(api, db, customer)
+    now = await db_now(db)
+    pid = (
+        await api.create_project(
+            customer, tasks_of("grading", 24), deadline=(now + timedelta(minutes=65)).isoformat()
+        )
+    )["project"]["id"]
+    f = await forecast(api, customer, pid)
+    assert f["onTrack"] is False
+    # 24 tasks in 65 minutes at 6/hour/expert needs 3.7 -> 4 experts; 2 are there.
+    assert f["bySkill"][0]["extraExpertsNeeded"] == 2
+
+
+async def test_no_active_experts(api: Api, db: asyncpg.Connection) -> None:
+    customer = (await api.create_customer())["token"]
+    experts = await _two_steady_experts(api, db, customer)
+    for e in experts:  # worked earlier in the window, gone for 45 minutes
+        await seen(db, e, 45)
+    now = await db_now(db)
+    with_deadline = (
+        await api.create_project(
+            customer, tasks_of("grading", 24), deadline=(now + timedelta(hours=3)).isoformat()
+        )
+    )["project"]["id"]
+    no_deadline = (await api.create_project(customer, tasks_of("grading", 5)))["project"]["id"]
+
+    f = await forecast(api, customer, with_deadline)
+    s = f["bySkill"][0]
+    assert s["activeExperts"] == 0 and f["throughputPerHour"] == 0
+    assert f["eta"] is None and f["etaEarly"] is None and f["etaLate"] is None
+    assert f["onTrack"] is False
+    # The pace is still known from the window: 24 tasks in ~3 hours at 6/hour -> 2 experts.
+    assert s["extraExpertsNeeded"] == 2
+
+    g = await forecast(api, customer, no_deadline)
+    assert g["eta"] is None and g["onTrack"] is True and g["remaining"] == 5
+    assert g["bySkill"][0]["extraExpertsNeeded"] is None
+
+
+async def test_shared_experts_across_two_projects(api: Api, db: asyncpg.Connection) -> None:
+    customer = (await api.create_customer())["token"]
+    await _two_steady_experts(api, db, customer)
+    # Present but not qualified for min_quality 0.8, and present with another skill only:
+    # neither changes the grading forecast.
+    weak = await api.create_expert([{"skill": "grading", "quality": 0.5}], name="weak")
+    other = await api.create_expert(["ranking"], name="other")
+    for e in (weak, other):
+        await seen(db, e["id"], 1)
+    now = await db_now(db)
+    p1 = (
+        await api.create_project(
+            customer,
+            tasks_of("grading", 24),
+            deadline=(now + timedelta(hours=3)).isoformat(),
+            minQuality=0.8,
+        )
+    )["project"]["id"]
+    alone = await forecast(api, customer, p1)
+    assert alone["throughputPerHour"] == pytest.approx(12.0)
+
+    other_customer = (await api.create_customer("globex"))["token"]
+    p2 = (
+        await api.create_project(
+            other_customer,
+            tasks_of("grading", 24),
+            deadline=(now + timedelta(minutes=65)).isoformat(),
+            minQuality=0.8,
+        )
+    )["project"]["id"]
+
+    f1 = await forecast(api, customer, p1)
+    f2 = await forecast(api, other_customer, p2)
+    for f in (f1, f2):
+        s = f["bySkill"][0]
+        assert s["activeExperts"] == 2
+        assert s["expertEquivalents"] == pytest.approx(1.0)  # each expert: half per project
+        assert f["throughputPerHour"] == pytest.approx(6.0)
+        eta_h = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
+        assert eta_h == pytest.approx(4.0, abs=1e-6)
+    assert f1["onTrack"] is False and f2["onTrack"] is False
+    # p1: 24 in 3h at 6/h needs 1.33 experts, has 1 -> 1 more; p2: 24 in 65 min needs
+    # 3.7 -> 3 more.
+    assert f1["bySkill"][0]["extraExpertsNeeded"] == 1
+    assert f2["bySkill"][0]["extraExpertsNeeded"] == 3
+
+    # The weak expert does count where the quality bar allows: a min_quality 0 project.
+    p3 = (await api.create_project(customer, tasks_of("grading", 6)))["project"]["id"]
+    f3 = await forecast(api, customer, p3)
+    assert f3["bySkill"][0]["activeExperts"] == 3
+    # ada and bob now split three ways, weak works only for p3: 1/3 + 1/3 + 1.
+    assert f3["bySkill"][0]["expertEquivalents"] == pytest.approx(5 / 3)
+
+
+async def test_forecast_is_private(api: Api, db: asyncpg.Connection) -> None:
+    customer = (await api.create_customer())["token"]
+    stranger = (await api.create_customer("globex"))["token"]
+    expert = await api.create_expert(["grading"])
+    pid = (await api.create_project(customer, tasks_of("grading", 2)))["project"]["id"]
+    for token in (stranger, expert["token"]):
+        with pytest.raises(GraphQLError) as err:
+            await forecast(api, token, pid)
+        assert err.value.code == "NOT_FOUND"
+    with pytest.raises(GraphQLError) as err:
+        await forecast(api, customer, "not-a-uuid")
+    assert err.value.code == "NOT_FOUND"
+    # The admin sees every project.
+    assert (await forecast(api, ADMIN_TOKEN, pid))["remaining"] == 2
+
+
+def _t(ts: str) -> datetime:
+    return datetime.fromisoformat(ts)
