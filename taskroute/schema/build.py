@@ -16,10 +16,11 @@ from strawberry.tools import merge_types
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
 from .errors import ErrorCodes
+from .quality import QualityMutation, QualityQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
-QUERIES: tuple[type, ...] = (CoreQuery,)
-MUTATIONS: tuple[type, ...] = (CoreMutation,)
+QUERIES: tuple[type, ...] = (CoreQuery, QualityQuery)
+MUTATIONS: tuple[type, ...] = (CoreMutation, QualityMutation)
 SUBSCRIPTIONS: tuple[type, ...] = ()
 
 MAX_DEPTH = 12
