@@ -478,3 +478,48 @@ async def test_bad_input_writes_nothing(api: Api, db: asyncpg.Connection) -> Non
             ADMIN_TOKEN,
         )
     assert err.value.code == "BAD_INPUT"
+
+
+async def test_gold_lease_expiry_and_gold_is_never_all_that_is_left(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    a, b, d = [await api.create_expert([SKILL], name=n) for n in ("a", "b", "d")]
+    gold = [{"skill": SKILL, "payload": {"n": 100 + i}, "gold": {"label": "g"}} for i in range(2)]
+    created = await api.create_project(
+        customer["token"], items_of(3) + gold, redundancy=2, leaseSeconds=1
+    )
+    project_id = created["project"]["id"]
+
+    # d answers every item it can while no gold is served ...
+    await set_policy(api, customer["token"], project_id, goldRatio=0.0, explorationTasks=0)
+    done = await work_until_empty(api, d["token"], lambda c: {"label": "x"})
+    assert len(done) == 3
+    # ... then, with gold always due, d still gets nothing: gold only rides along real work.
+    await set_policy(api, customer["token"], project_id, goldRatio=1.0)
+    assert await api.claim(d["token"]) is None
+
+    first = await api.claim(a["token"])
+    assert first is not None and first["task"]["payload"]["n"] >= 100
+    await asyncio.sleep(1.3)  # a's gold lease expires unsubmitted
+    other = await api.claim(b["token"])
+    assert other is not None and other["task"]["id"] != first["task"]["id"]
+    for _ in range(50):  # the sweeper fails the expired gold serving (bounded wait)
+        status = await db.fetchval(
+            "SELECT status FROM tasks WHERE id = $1", UUID(first["task"]["id"])
+        )
+        if status == "failed":
+            break
+        await asyncio.sleep(0.1)
+    assert status == "failed"
+    second = await api.claim(a["token"])
+    assert second is not None
+    assert second["task"]["payload"]["n"] >= 100
+    assert second["task"]["payload"] != first["task"]["payload"]
+    await api.submit(a["token"], second["assignmentId"], {"label": "g"})
+    # a has seen both gold items: normal work now, never a gold item again.
+    third = await api.claim(a["token"])
+    assert third is not None and third["task"]["payload"]["n"] < 100
+    assert (await api.progress(customer["token"], project_id))["failed"] == 0
+    exposures = await db.fetch("SELECT expert_id, item_id FROM gold_exposures")
+    assert Counter(r["expert_id"] for r in exposures)[UUID(a["id"])] == 2

@@ -6,8 +6,9 @@
 -- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 a uniform draw in [0,1).
 -- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
 -- answer. A (project, skill) serves gold only while it has open work the expert qualifies for
--- (gold mixed into real work) and only when the draw falls under its gold share (the onboarding
--- share during the expert's first `exploration_tasks` tasks of the skill). Never an item this
+-- and has not answered (gold is mixed into real work, never all that is left), and only when
+-- the draw falls under its gold share (the onboarding share during the expert's first
+-- `exploration_tasks` tasks of the skill). Never an item this
 -- expert has seen; least-exposed first, ties at random; retired at `gold_max_exposures`.
 -- The task has max_retries 0: an expired gold lease fails, it is never reopened or taken over.
 WITH my_skills AS (
@@ -28,6 +29,10 @@ served AS (
         SELECT t.priority FROM tasks t
         WHERE t.project_id = p.id AND t.status = 'open' AND t.skill = s.skill
           AND t.kind = 'normal' AND t.min_quality <= s.quality
+          -- work this expert could really get next, or gold would be all they are offered
+          AND NOT EXISTS (SELECT 1 FROM assignments a
+                          WHERE a.item_id = t.item_id AND a.expert_id = $1
+                            AND a.status IN ('active', 'submitted'))
         LIMIT 1
     ) w
     WHERE $3::float8 < CASE WHEN s.tasks_done < q.exploration_tasks
