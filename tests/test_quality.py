@@ -523,3 +523,66 @@ async def test_gold_lease_expiry_and_gold_is_never_all_that_is_left(
     assert (await api.progress(customer["token"], project_id))["failed"] == 0
     exposures = await db.fetch("SELECT expert_id, item_id FROM gold_exposures")
     assert Counter(r["expert_id"] for r in exposures)[UUID(a["id"])] == 2
+
+
+async def test_rest_policy_gold_and_retraction_since(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert([SKILL])
+    created = await api.create_project(customer["token"], items_of(4))
+    project_id = created["project"]["id"]
+    token = customer["token"]
+
+    r = await api.rest("PUT", f"/v1/projects/{project_id}/quality", token, json={"gold_ratio": 2})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "BAD_INPUT"
+    r = await api.rest(
+        "PUT", f"/v1/projects/{project_id}/quality", token, json={"gold_ratio": 0, "bogus": 1}
+    )
+    assert r.status_code == 422
+    r = await api.rest(
+        "PUT",
+        f"/v1/projects/{project_id}/quality",
+        token,
+        json={"gold_ratio": 0.0, "exploration_tasks": 0, "answer_field": "label"},
+    )
+    assert r.status_code == 200
+    assert r.json()["policy"]["gold_ratio"] == 0.0
+    assert r.json()["policy"]["answer_field"] == "label"
+    r = await api.rest(
+        "POST",
+        f"/v1/projects/{project_id}/gold",
+        token,
+        json={"tasks": [{"skill": SKILL, "payload": {"n": 9}, "gold": "a"}]},
+    )
+    assert r.status_code == 201 and r.json() == {"added": 1}
+    r = await api.rest("GET", f"/v1/projects/{project_id}/quality", token)
+    assert r.json()["gold_pool"] == [
+        {"skill": SKILL, "active": 1, "retired": 0, "exposures": 0, "low": True}
+    ]
+
+    # Two answers, then a cut-off time, then two more: `since` retracts only the later ones.
+    for _ in range(2):
+        claim = await api.claim(expert["token"])
+        await api.submit(expert["token"], claim["assignmentId"], {"label": "a"})
+    cutoff = await db.fetchval("SELECT now()")
+    for _ in range(2):
+        claim = await api.claim(expert["token"])
+        await api.submit(expert["token"], claim["assignmentId"], {"label": "a"})
+    data = await api.gql(
+        'mutation($e: ID!, $s: DateTime!) { retractLabels(expertId: $e, reason: "late",'
+        " since: $s) { answers items reversals } }",
+        {"e": expert["id"], "s": cutoff.isoformat()},
+        ADMIN_TOKEN,
+    )
+    assert data["retractLabels"] == {"answers": 2, "items": 2, "reversals": 0}
+    r = await api.rest("GET", f"/v1/projects/{project_id}/results", token)
+    assert len(r.text.splitlines()) == 2
+    r = await api.rest("GET", f"/v1/projects/{project_id}/result-changes", token)
+    assert [c["change"] for c in r.json()["changes"]] == [
+        "resolved",
+        "resolved",
+        "resolved",
+        "resolved",
+        "retracted",
+        "retracted",
+    ]
+    assert (await api.progress(token, project_id))["open"] == 2

@@ -13,9 +13,10 @@ from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.db.pool import Database
+from taskroute.errors import BadInput
 from taskroute.resolvers import projects, quality
 
-from .common import services, viewer
+from .common import json_body, services, viewer
 
 STREAM_PAGE = 500  # rows per database round trip while streaming
 
@@ -85,6 +86,44 @@ async def result_changes(request: Request) -> Response:
     return JSONResponse({"changes": changes, "cursor": cursor})
 
 
+def _policy_json(row: Any) -> dict[str, Any]:
+    return {k: row[k] for k in (*quality.POLICY_FIELDS, "answer_field")}
+
+
+async def get_policy(request: Request) -> Response:
+    project_id = await _owned_project(request)
+    db = services(request).db
+    pool = [dict(r) for r in await quality.gold_pool(db, project_id)]
+    policy = _policy_json(await quality.get_policy(db, project_id))
+    return JSONResponse({"policy": policy, "gold_pool": pool})
+
+
+async def put_policy(request: Request) -> Response:
+    """Partial update of the quality policy (snake_case fields, as in GraphQL's input)."""
+    project_id = await _owned_project(request)
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise BadInput("the body must be a JSON object")
+    row = await quality.set_policy(services(request).db, project_id, body)
+    return JSONResponse({"policy": _policy_json(row)})
+
+
+async def add_gold(request: Request) -> Response:
+    project_id = await _owned_project(request)
+    body = await json_body(request)
+    if not isinstance(body, dict) or "tasks" not in body:
+        raise BadInput('the body must be {"tasks": [...]}', field="tasks")
+    s = services(request)
+    added = await quality.add_gold_items(
+        s.db,
+        project_id,
+        body["tasks"],
+        s.settings.max_tasks_per_request,
+        s.settings.max_payload_bytes,
+    )
+    return JSONResponse({"added": added}, status_code=201)
+
+
 async def prior_answers(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
     task_id = parse_id(request.path_params["id"], "task")
@@ -95,5 +134,8 @@ async def prior_answers(request: Request) -> Response:
 routes = [
     Route("/v1/projects/{id}/results", results, methods=["GET"]),
     Route("/v1/projects/{id}/result-changes", result_changes, methods=["GET"]),
+    Route("/v1/projects/{id}/quality", get_policy, methods=["GET"]),
+    Route("/v1/projects/{id}/quality", put_policy, methods=["PUT"]),
+    Route("/v1/projects/{id}/gold", add_gold, methods=["POST"]),
     Route("/v1/tasks/{id}/prior-answers", prior_answers, methods=["GET"]),
 ]
