@@ -586,3 +586,24 @@ async def test_rest_policy_gold_and_retraction_since(api: Api, db: asyncpg.Conne
         "retracted",
     ]
     assert (await api.progress(token, project_id))["open"] == 2
+
+
+async def test_adjudication_off_resolves_by_plurality(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    experts = [await api.create_expert([SKILL], name=f"e{i}") for i in range(3)]
+    created = await api.create_project(customer["token"], items_of(1), redundancy=3)
+    project_id = created["project"]["id"]
+    policy = await api.gql(
+        "mutation($p: ID!) { setQualityPolicy(projectId: $p, input: {adjudicate: false})"
+        " { adjudicate agreementThreshold } }",
+        {"p": project_id},
+        customer["token"],
+    )
+    assert policy["setQualityPolicy"]["adjudicate"] is False
+    for e, label in zip(experts, ["B", "C", "A"], strict=True):
+        claim = await api.claim(e["token"])
+        await api.submit(e["token"], claim["assignmentId"], {"label": label})
+    (result,) = await all_results(api, customer["token"], project_id)
+    assert result["answer"] == {"label": "B"} and result["method"] == "plurality"
+    assert result["agreement"] == pytest.approx(1 / 3)
+    assert await db.fetchval("SELECT count(*) FROM tasks WHERE kind = 'adjudication'") == 0

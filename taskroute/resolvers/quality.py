@@ -20,7 +20,9 @@ Rules (the README's "Quality" section says the same for customers):
 - Agreement: once an item has k valid answers, the share of the majority answer (compared on
   `answer_field`, or whole) at or above `agreement_threshold` resolves it; a tie for the top
   never does. Otherwise one adjudication task (same skill, `adjudication_min_quality`, never to
-  an expert who answered the item) is opened; its answer resolves the item.
+  an expert who answered the item) is opened; its answer resolves the item. A project may turn
+  adjudication off (`adjudicate: false`): then the most common answer, earliest on a tie,
+  resolves it (method 'plurality').
 - Retraction marks answers (never deletes); the item gets fresh slots for the missing answers
   and its result is recomputed; already paid lines stay, a clawback is a reversal line.
 """
@@ -91,6 +93,14 @@ def majority(answers: list[Any], field: str | None) -> tuple[float, Any | None]:
     if top_key == "\0missing":  # agreeing on "no answer on the field" resolves nothing
         return share, None
     return share, answers[keys.index(top_key)]
+
+
+def plurality(answers: list[Any], field: str | None) -> Any:
+    """The most common answer; on a tie, the earliest of the tied ones."""
+    keys = [answer_key(a, field) or "\0missing" for a in answers]
+    counts = Counter(keys)
+    top = max(counts.values())
+    return answers[next(i for i, k in enumerate(keys) if counts[k] == top)]
 
 
 def krippendorff_alpha_nominal(units: list[list[str]]) -> float | None:
@@ -179,6 +189,8 @@ async def resolve_item(conn: asyncpg.Connection, item_id: UUID, refill: bool = F
         status, answer, method = "resolved", top, "majority"
     elif adjudicated:
         status, answer, method = "resolved", adjudicated[-1], "adjudicated"
+    elif not st["adjudicate"]:
+        status, answer, method = "resolved", plurality(normal, st["answer_field"]), "plurality"
     else:
         status = "adjudicating"
     if status == "adjudicating":
@@ -312,7 +324,7 @@ async def get_policy(db: Database, project_id: UUID) -> asyncpg.Record:
 async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asyncpg.Record:
     """Partial update: fields left out keep their value; `answer_field: null` is left alone,
     `answer_field: ""` compares whole answers again."""
-    unknown = set(raw) - set(POLICY_FIELDS) - {"answer_field"}
+    unknown = set(raw) - set(POLICY_FIELDS) - {"answer_field", "adjudicate"}
     if unknown:
         raise BadInput(f"unknown fields: {sorted(unknown)}")
     checked: dict[str, Any] = {}
@@ -323,6 +335,10 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
             checked[name] = v.integer(raw[name], name, int(lo), int(hi))
         else:
             checked[name] = v.number(raw[name], name, lo, hi)
+    if raw.get("adjudicate") is not None:
+        if not isinstance(raw["adjudicate"], bool):
+            raise BadInput("adjudicate must be true or false", field="adjudicate")
+        checked["adjudicate"] = raw["adjudicate"]
     if raw.get("answer_field") is not None:
         field = raw["answer_field"]
         if not isinstance(field, str) or len(field) > 200:
@@ -344,6 +360,7 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
             merged["adjudication_min_quality"],
             merged["pause_min_gold"],
             merged["pause_below"],
+            merged["adjudicate"],
         )
 
 

@@ -87,7 +87,7 @@ async def result_changes(request: Request) -> Response:
 
 
 def _policy_json(row: Any) -> dict[str, Any]:
-    return {k: row[k] for k in (*quality.POLICY_FIELDS, "answer_field")}
+    return {k: row[k] for k in (*quality.POLICY_FIELDS, "answer_field", "adjudicate")}
 
 
 async def get_policy(request: Request) -> Response:

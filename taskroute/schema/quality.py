@@ -30,6 +30,7 @@ class QualityPolicy:
     adjudication_min_quality: float
     pause_min_gold: int
     pause_below: float
+    adjudicate: bool
 
     @classmethod
     def of(cls, row: Any) -> QualityPolicy:
@@ -49,6 +50,7 @@ class QualityPolicyInput:
     adjudication_min_quality: float | None = None
     pause_min_gold: int | None = None
     pause_below: float | None = None
+    adjudicate: bool | None = None
 
 
 @strawberry.type

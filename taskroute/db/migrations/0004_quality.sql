@@ -20,6 +20,9 @@ CREATE TABLE project_quality (
     agreement_threshold      real NOT NULL DEFAULT 0.6 CHECK (agreement_threshold BETWEEN 0 AND 1),
     adjudication_min_quality real NOT NULL DEFAULT 0.8
                              CHECK (adjudication_min_quality BETWEEN 0 AND 1),
+    -- false: below the threshold the most common answer (earliest on a tie) resolves the item
+    -- ('plurality') and no adjudication task is opened (nor paid for)
+    adjudicate               boolean NOT NULL DEFAULT true,
     -- pause an expert for a skill once they have >= pause_min_gold gold answers (since their
     -- last unpause) and their quality estimate is below pause_below
     pause_min_gold           integer NOT NULL DEFAULT 5 CHECK (pause_min_gold >= 1),

@@ -141,7 +141,7 @@ RETURNING a.id;
 -- $1 item_id. Locks the item (serialises the resolution of its racing last answers) and reads
 -- what resolving it needs: policy, live normal slots, live adjudication, the current result.
 SELECT i.id AS item_id, i.project_id, p.redundancy, p.status AS project_status,
-       q.answer_field, q.agreement_threshold, q.adjudication_min_quality,
+       q.answer_field, q.agreement_threshold, q.adjudication_min_quality, q.adjudicate,
        (SELECT count(*) FROM tasks t WHERE t.item_id = i.id AND t.kind = 'normal'
           AND t.status IN ('pending', 'open', 'claimed')) AS live_slots,
        r.status AS result_status, r.answer AS result_answer, r.agreement AS result_agreement,
@@ -233,11 +233,12 @@ SELECT * FROM project_quality WHERE project_id = $1;
 -- name: quality_policy_set
 -- $1 project_id, $2 gold_ratio, $3 exploration_tasks, $4 exploration_gold_ratio,
 -- $5 gold_max_exposures, $6 gold_low_water, $7 answer_field, $8 agreement_threshold,
--- $9 adjudication_min_quality, $10 pause_min_gold, $11 pause_below.
+-- $9 adjudication_min_quality, $10 pause_min_gold, $11 pause_below, $12 adjudicate.
 UPDATE project_quality
 SET gold_ratio = $2, exploration_tasks = $3, exploration_gold_ratio = $4,
     gold_max_exposures = $5, gold_low_water = $6, answer_field = $7, agreement_threshold = $8,
-    adjudication_min_quality = $9, pause_min_gold = $10, pause_below = $11, updated_at = now()
+    adjudication_min_quality = $9, pause_min_gold = $10, pause_below = $11, adjudicate = $12,
+    updated_at = now()
 WHERE project_id = $1
 RETURNING *;
 
