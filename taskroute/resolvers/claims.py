@@ -18,6 +18,7 @@ from taskroute.errors import (
     NotFound,
     ProjectCanceled,
 )
+from taskroute.resolvers import quality
 from taskroute.resolvers.validation import canonical_json
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -72,7 +73,10 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
         await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
-        row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
+        # Gold (known answers) is mixed into the work first, by the project's gold share.
+        row = await quality.claim_gold(conn, expert_id, skills)
+        if row is None:
+            row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
         if row is None:
             return None
         await conn.execute(
@@ -148,6 +152,8 @@ async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any
             found["project_id"],
             found["project_pay_cents"],
         )
+        # Gold scoring and pausing, or agreement / adjudication / the item's result.
+        await quality.after_submit(conn, found, answer)
     return _receipt(stored, assignment_id)
 
 

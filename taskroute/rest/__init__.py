@@ -2,9 +2,15 @@
 
 from starlette.routing import BaseRoute
 
-from . import claims, dashboard, ledger, projects
+from . import claims, dashboard, ledger, projects, quality
 from .common import error_response
 
-routes: list[BaseRoute] = [*claims.routes, *projects.routes, *ledger.routes, *dashboard.routes]
+routes: list[BaseRoute] = [
+    *claims.routes,
+    *projects.routes,
+    *quality.routes,
+    *ledger.routes,
+    *dashboard.routes,
+]
 
 __all__ = ["error_response", "routes"]

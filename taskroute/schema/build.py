@@ -22,10 +22,17 @@ from .customer_views import CustomerViewsQuery
 from .errors import ErrorCodes
 from .ledger import LedgerMutation, LedgerQuery
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
+from .quality import QualityMutation, QualityQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
-QUERIES: tuple[type, ...] = (CoreQuery, ForecastQuery, LedgerQuery, CustomerViewsQuery)
-MUTATIONS: tuple[type, ...] = (CoreMutation, ForecastMutation, LedgerMutation)
+QUERIES: tuple[type, ...] = (
+    CoreQuery,
+    QualityQuery,
+    ForecastQuery,
+    LedgerQuery,
+    CustomerViewsQuery,
+)
+MUTATIONS: tuple[type, ...] = (CoreMutation, QualityMutation, ForecastMutation, LedgerMutation)
 SUBSCRIPTIONS: tuple[type, ...] = (ForecastSubscription,)
 
 MAX_DEPTH = 12

@@ -9,7 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import claims, projects
+from taskroute.resolvers import claims, projects, quality
 from taskroute.resolvers.accounts import Credential as CredentialRow
 
 from . import project_views
@@ -33,6 +33,13 @@ class Task:
     skill: str
     priority: int
     payload: JSON | None
+
+    @strawberry.field(description="Adjudication tasks only: the answers to decide between.")
+    async def prior_answers(self, info: strawberry.Info[Context, None]) -> list[JSON] | None:
+        viewer = await info.context.viewer()
+        if viewer.expert_id is None:
+            return None
+        return await quality.prior_answers(info.context.db, viewer.expert_id, parse_id(self.id))
 
 
 @strawberry.type

@@ -34,7 +34,9 @@ SELECT u.item_id, p.id, u.skill, u.priority, p.priority * 10000 + u.priority, p.
 FROM projects p
 CROSS JOIN unnest($2::uuid[], $4::text[], $5::int[]) AS u(item_id, skill, priority)
 CROSS JOIN generate_series(1, p.redundancy)
-WHERE p.id = $1;
+WHERE p.id = $1
+  -- gold items get no slots: they are served from the gold pool (quality.sql: gold_claim)
+  AND NOT EXISTS (SELECT 1 FROM items g WHERE g.id = u.item_id AND g.gold_answer IS NOT NULL);
 
 -- name: project_cancel
 -- $1 project_id, $2 customer_id. No new claims: open and pending tasks are canceled; claimed
@@ -48,11 +50,11 @@ UPDATE tasks t SET status = 'canceled'
 FROM p WHERE t.project_id = p.id AND t.status IN ('open', 'pending');
 
 -- name: project_progress
--- $1 project_id. Counts of tasks by state.
+-- $1 project_id. Counts of tasks by state (gold servings are not customer work).
 SELECT count(*) AS total,
        count(*) FILTER (WHERE status IN ('open', 'pending')) AS open,
        count(*) FILTER (WHERE status = 'claimed') AS claimed,
        count(*) FILTER (WHERE status = 'done') AS done,
        count(*) FILTER (WHERE status = 'failed') AS failed,
        count(*) FILTER (WHERE status = 'canceled') AS canceled
-FROM tasks WHERE project_id = $1;
+FROM tasks WHERE project_id = $1 AND kind <> 'gold';

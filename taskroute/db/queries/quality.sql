@@ -1,0 +1,313 @@
+-- Quality: gold serving and scoring, agreement and adjudication, pausing, retraction, results.
+-- Lock order: task row, its assignment, then the item (FOR NO KEY UPDATE), then the project's
+-- change-feed advisory lock. Retraction locks all its items (ordered by id) before any feed lock.
+
+-- name: gold_claim
+-- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 a uniform draw in [0,1).
+-- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
+-- answer. A (project, skill) serves gold only while it has open work the expert qualifies for
+-- and has not answered (gold is mixed into real work, never all that is left), and only when
+-- the draw falls under its gold share (the onboarding share during the expert's first
+-- `exploration_tasks` tasks of the skill). Never an item this
+-- expert has seen; least-exposed first, ties at random; retired at `gold_max_exposures`.
+-- The task has max_retries 0: an expired gold lease fails, it is never reopened or taken over.
+WITH my_skills AS (
+    SELECT es.skill, es.quality, es.tasks_done
+    FROM expert_skills es
+    JOIN experts e ON e.id = es.expert_id
+    WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
+      AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
+),
+served AS (
+    SELECT gp.project_id, s.skill, w.priority
+    FROM my_skills s
+    JOIN (SELECT DISTINCT project_id, skill FROM gold_pool WHERE retired_at IS NULL) gp
+      ON gp.skill = s.skill
+    JOIN projects p ON p.id = gp.project_id AND p.status = 'active'
+    JOIN project_quality q ON q.project_id = p.id
+    CROSS JOIN LATERAL (
+        SELECT t.priority FROM tasks t
+        WHERE t.project_id = p.id AND t.status = 'open' AND t.skill = s.skill
+          AND t.kind = 'normal' AND t.min_quality <= s.quality
+          -- work this expert could really get next, or gold would be all they are offered
+          AND NOT EXISTS (SELECT 1 FROM assignments a
+                          WHERE a.item_id = t.item_id AND a.expert_id = $1
+                            AND a.status IN ('active', 'submitted'))
+        LIMIT 1
+    ) w
+    WHERE $3::float8 < CASE WHEN s.tasks_done < q.exploration_tasks
+                            THEN greatest(q.gold_ratio, q.exploration_gold_ratio)
+                            ELSE q.gold_ratio END
+),
+pick AS (
+    SELECT g.item_id, g.project_id, g.skill, sv.priority
+    FROM gold_pool g
+    JOIN served sv ON sv.project_id = g.project_id AND sv.skill = g.skill
+    WHERE g.retired_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM gold_exposures x WHERE x.expert_id = $1 AND x.item_id = g.item_id)
+    ORDER BY g.exposures, random()
+    LIMIT 1
+    FOR UPDATE OF g SKIP LOCKED
+),
+task AS (
+    INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
+                       max_retries, status, kind, assignment_id, lease_until)
+    SELECT k.item_id, k.project_id, k.skill, k.priority, 0, 0, 0, 'claimed', 'gold',
+           gen_random_uuid(), now() + make_interval(secs => p.lease_seconds)
+    FROM pick k JOIN projects p ON p.id = k.project_id
+    RETURNING id AS task_id, item_id, project_id, skill, priority, assignment_id, lease_until
+),
+assignment AS (
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
+    SELECT assignment_id, task_id, item_id, project_id, $1, lease_until FROM task
+),
+exposure AS (
+    INSERT INTO gold_exposures (expert_id, item_id, assignment_id)
+    SELECT $1, item_id, assignment_id FROM task
+),
+counted AS (
+    UPDATE gold_pool g
+    SET exposures = g.exposures + 1,
+        retired_at = CASE WHEN g.exposures + 1 >= q.gold_max_exposures THEN now() END
+    FROM task k, project_quality q
+    WHERE g.item_id = k.item_id AND q.project_id = g.project_id
+)
+SELECT k.assignment_id, k.lease_until, k.task_id, k.project_id, k.skill, k.priority,
+       k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes
+FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id;
+
+-- name: quality_submit_context
+-- $1 task_id. What scoring and resolution need about a just-submitted task.
+SELECT t.kind, t.skill, t.item_id, t.project_id, i.gold_answer, q.answer_field,
+       q.pause_min_gold, q.pause_below
+FROM tasks t
+JOIN items i ON i.id = t.item_id
+JOIN project_quality q ON q.project_id = t.project_id
+WHERE t.id = $1;
+
+-- name: expert_skill_task_done
+-- $1 expert_id, $2 skill. Counts a submitted task (drives the onboarding gold share).
+UPDATE expert_skills SET tasks_done = tasks_done + 1 WHERE expert_id = $1 AND skill = $2;
+
+-- name: expert_skill_gold_score
+-- $1 expert_id, $2 skill, $3 correct (bool). Records a gold answer; quality becomes the mean of
+-- the Beta(1 + correct, 1 + wrong) posterior, pulled toward 0.5 while samples are few.
+UPDATE expert_skills
+SET gold_seen = gold_seen + 1,
+    gold_correct = gold_correct + $3::boolean::int,
+    quality = (1 + gold_correct + $3::boolean::int)::real / (2 + gold_seen + 1)
+WHERE expert_id = $1 AND skill = $2
+RETURNING gold_seen, gold_correct, quality, status, pause_check_from;
+
+-- name: expert_skill_pause
+-- $1 expert_id, $2 skill, $3 reason. A status change with reason and time, never a delete.
+UPDATE expert_skills SET status = 'paused', status_reason = $3, status_at = now()
+WHERE expert_id = $1 AND skill = $2 AND status = 'active'
+RETURNING expert_id;
+
+-- name: expert_skill_unpause
+-- $1 expert_id, $2 skill, $3 reason. The pause rule restarts counting gold answers from here.
+UPDATE expert_skills
+SET status = 'active', status_reason = $3, status_at = now(), pause_check_from = gold_seen
+WHERE expert_id = $1 AND skill = $2
+RETURNING *;
+
+-- name: expert_skills_of
+-- $1 expert_id.
+SELECT * FROM expert_skills WHERE expert_id = $1 ORDER BY skill;
+
+-- name: leases_release_for_skill
+-- $1 expert_id, $2 skill. Gives the expert's live claims on the skill back (task row first,
+-- then the assignment): slots reopen, a gold serving is canceled (the item stays in the pool).
+WITH held AS (
+    SELECT t.id, t.assignment_id
+    FROM tasks t
+    JOIN assignments a ON a.id = t.assignment_id
+    WHERE t.status = 'claimed' AND t.skill = $2 AND a.expert_id = $1 AND a.status = 'active'
+    FOR UPDATE OF t
+),
+released AS (
+    UPDATE tasks t
+    SET status = CASE WHEN t.kind = 'gold' THEN 'canceled' ELSE 'open' END,
+        assignment_id = NULL, lease_until = NULL
+    FROM held h WHERE t.id = h.id
+    RETURNING t.id, h.assignment_id
+)
+UPDATE assignments a SET status = 'released'
+FROM released r WHERE a.id = r.assignment_id AND a.status = 'active'
+RETURNING a.id;
+
+-- name: item_lock_state
+-- $1 item_id. Locks the item (serialises the resolution of its racing last answers) and reads
+-- what resolving it needs: policy, live normal slots, live adjudication, the current result.
+SELECT i.id AS item_id, i.project_id, p.redundancy, p.status AS project_status,
+       q.answer_field, q.agreement_threshold, q.adjudication_min_quality, q.adjudicate,
+       (SELECT count(*) FROM tasks t WHERE t.item_id = i.id AND t.kind = 'normal'
+          AND t.status IN ('pending', 'open', 'claimed')) AS live_slots,
+       r.status AS result_status, r.answer AS result_answer, r.agreement AS result_agreement,
+       r.method AS result_method, coalesce(r.version, 0) AS version
+FROM items i
+JOIN projects p ON p.id = i.project_id
+JOIN project_quality q ON q.project_id = i.project_id
+LEFT JOIN item_results r ON r.item_id = i.id
+WHERE i.id = $1
+FOR NO KEY UPDATE OF i;
+
+-- name: items_lock_many
+-- $1 item ids. Locks items in id order (retraction; deadlock-free against single-item locks).
+SELECT id, project_id FROM items WHERE id = ANY ($1::uuid[]) ORDER BY id FOR NO KEY UPDATE;
+
+-- name: item_valid_answers
+-- $1 item_id. Answers that count: submitted, not retracted, on a normal or adjudication task.
+SELECT a.answer, t.kind, a.submitted_at
+FROM assignments a JOIN tasks t ON t.id = a.task_id
+WHERE a.item_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
+  AND t.kind IN ('normal', 'adjudication')
+ORDER BY a.submitted_at, a.id;
+
+-- name: item_slots_add
+-- $1 item_id, $2 how many. New open slots for relabelling, copied from the item's first slot.
+INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
+                   max_retries, status, kind)
+SELECT t.item_id, t.project_id, t.skill, t.priority, t.eff_priority, t.min_quality,
+       t.max_retries, 'open', 'normal'
+FROM (SELECT * FROM tasks WHERE item_id = $1 AND kind = 'normal' ORDER BY seq LIMIT 1) t
+CROSS JOIN generate_series(1, $2::int);
+
+-- name: adjudication_open
+-- $1 item_id, $2 min_quality. One live adjudication per item (partial unique index); it sorts
+-- ahead of the item's slots and is refused to the experts who answered (task_claim's NOT EXISTS).
+INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
+                   max_retries, status, kind)
+SELECT t.item_id, t.project_id, t.skill, t.priority, t.eff_priority + 1, $2, t.max_retries,
+       'open', 'adjudication'
+FROM (SELECT * FROM tasks WHERE item_id = $1 AND kind = 'normal' ORDER BY seq LIMIT 1) t
+ON CONFLICT (item_id) WHERE kind = 'adjudication' AND status IN ('open', 'claimed') DO NOTHING;
+
+-- name: adjudication_cancel_open
+-- $1 item_id. An adjudication nobody holds yet is no longer needed (resolved or back to pending).
+UPDATE tasks SET status = 'canceled'
+WHERE item_id = $1 AND kind = 'adjudication' AND status = 'open';
+
+-- name: item_result_upsert
+-- $1 item_id, $2 project_id, $3 status, $4 answer, $5 agreement, $6 answer count, $7 method,
+-- $8 version.
+INSERT INTO item_results (item_id, project_id, status, answer, agreement, answers, method,
+                          version, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+ON CONFLICT (item_id) DO UPDATE
+SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agreement,
+    answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
+    updated_at = now();
+
+-- name: result_feed_lock
+-- $1 project_id. Held to commit: change rows of one project commit in seq order.
+SELECT pg_advisory_xact_lock(2052915204, hashtext($1::uuid::text));
+
+-- name: result_change_insert
+-- $1 project_id, $2 item_id, $3 version, $4 change, $5 answer, $6 agreement.
+INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement)
+VALUES ($1, $2, $3, $4, $5, $6);
+
+-- name: results_page
+-- $1 project_id, $2 after item_id (NULL: from the start), $3 limit. Resolved items by id.
+SELECT r.item_id, i.external_id, r.answer, r.agreement, r.answers, r.method, r.version,
+       r.updated_at
+FROM item_results r JOIN items i ON i.id = r.item_id
+WHERE r.project_id = $1 AND r.status = 'resolved' AND ($2::uuid IS NULL OR r.item_id > $2)
+ORDER BY r.item_id
+LIMIT $3;
+
+-- name: result_changes_page
+-- $1 project_id, $2 after seq (0: from the start), $3 limit.
+SELECT c.seq, c.item_id, i.external_id, c.version, c.change, c.answer, c.agreement, c.at
+FROM result_changes c JOIN items i ON i.id = c.item_id
+WHERE c.project_id = $1 AND c.seq > $2
+ORDER BY c.seq
+LIMIT $3;
+
+-- name: quality_policy_get
+-- $1 project_id.
+SELECT * FROM project_quality WHERE project_id = $1;
+
+-- name: quality_policy_set
+-- $1 project_id, $2 gold_ratio, $3 exploration_tasks, $4 exploration_gold_ratio,
+-- $5 gold_max_exposures, $6 gold_low_water, $7 answer_field, $8 agreement_threshold,
+-- $9 adjudication_min_quality, $10 pause_min_gold, $11 pause_below, $12 adjudicate.
+UPDATE project_quality
+SET gold_ratio = $2, exploration_tasks = $3, exploration_gold_ratio = $4,
+    gold_max_exposures = $5, gold_low_water = $6, answer_field = $7, agreement_threshold = $8,
+    adjudication_min_quality = $9, pause_min_gold = $10, pause_below = $11, adjudicate = $12,
+    updated_at = now()
+WHERE project_id = $1
+RETURNING *;
+
+-- name: gold_pool_status
+-- $1 project_id. Per skill: unretired and retired gold items, servings, and whether it runs low.
+SELECT g.skill,
+       count(*) FILTER (WHERE g.retired_at IS NULL) AS active,
+       count(*) FILTER (WHERE g.retired_at IS NOT NULL) AS retired,
+       coalesce(sum(g.exposures), 0) AS exposures,
+       count(*) FILTER (WHERE g.retired_at IS NULL) < min(q.gold_low_water) AS low
+FROM gold_pool g JOIN project_quality q ON q.project_id = g.project_id
+WHERE g.project_id = $1
+GROUP BY g.skill
+ORDER BY g.skill;
+
+-- name: retract_answers
+-- $1 expert_id, $2 skill (NULL: every skill), $3 since (NULL: all time), $4 by, $5 reason.
+-- Marks the expert's customer answers retracted (they stay stored); gold answers keep counting
+-- as the evidence they are.
+UPDATE assignments a
+SET retracted_at = now(), retracted_by = $4, retract_reason = $5
+FROM tasks t
+WHERE t.id = a.task_id AND t.kind IN ('normal', 'adjudication')
+  AND a.expert_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
+  AND ($2::text IS NULL OR t.skill = $2)
+  AND ($3::timestamptz IS NULL OR a.submitted_at >= $3)
+RETURNING a.id, a.item_id, a.project_id;
+
+-- name: retract_lock
+-- Serialises retractions (each locks many items; one at a time keeps that simple).
+SELECT pg_advisory_xact_lock(2052915205);
+
+-- name: payouts_clawback
+-- $1 assignment ids, $2 reason. A reversal line per paid payment (the ledger stays append-only).
+INSERT INTO payouts (expert_id, project_id, amount_cents, kind, reverses_id, reason)
+SELECT p.expert_id, p.project_id, -p.amount_cents, 'reversal', p.id, $2
+FROM payouts p
+WHERE p.assignment_id = ANY ($1::uuid[]) AND p.kind = 'payment' AND p.amount_cents > 0
+ON CONFLICT (reverses_id) DO NOTHING
+RETURNING id;
+
+-- name: adjudication_prior_answers
+-- $1 task_id, $2 expert_id. The valid answers an adjudicator is shown (no expert ids); no rows
+-- unless the task is an adjudication this expert claimed.
+SELECT a.answer
+FROM tasks t
+JOIN assignments a ON a.item_id = t.item_id
+JOIN tasks st ON st.id = a.task_id AND st.kind = 'normal'
+WHERE t.id = $1 AND t.kind = 'adjudication'
+  AND EXISTS (SELECT 1 FROM assignments m WHERE m.task_id = t.id AND m.expert_id = $2)
+  AND a.status = 'submitted' AND a.retracted_at IS NULL
+ORDER BY a.submitted_at, a.id;
+
+-- name: task_kind_for_expert
+-- $1 task_id, $2 expert_id. The kind of a task this expert holds or held.
+SELECT t.kind FROM tasks t
+WHERE t.id = $1 AND EXISTS (SELECT 1 FROM assignments m WHERE m.task_id = t.id AND m.expert_id = $2);
+
+-- name: project_answers_for_report
+-- $1 project_id. Valid normal answers per item, for agreement statistics.
+SELECT a.item_id, a.answer
+FROM assignments a JOIN tasks t ON t.id = a.task_id AND t.kind = 'normal'
+WHERE a.project_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL;
+
+-- name: project_result_counts
+-- $1 project_id.
+SELECT count(*) FILTER (WHERE status = 'resolved') AS resolved,
+       count(*) FILTER (WHERE status = 'resolved' AND method = 'adjudicated') AS adjudicated,
+       count(*) FILTER (WHERE status = 'adjudicating') AS adjudicating,
+       count(*) FILTER (WHERE status = 'pending') AS pending,
+       avg(agreement) FILTER (WHERE status = 'resolved') AS mean_agreement
+FROM item_results WHERE project_id = $1;

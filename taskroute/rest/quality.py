@@ -1,0 +1,141 @@
+"""REST: a project's results as a JSON Lines stream, their change feed, adjudication context."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from taskroute.auth import parse_id
+from taskroute.db.pool import Database
+from taskroute.errors import BadInput
+from taskroute.resolvers import projects, quality
+
+from .common import json_body, services, viewer
+
+STREAM_PAGE = 500  # rows per database round trip while streaming
+
+
+def _result_line(r: Any) -> str:
+    row = {
+        "item_id": str(r["item_id"]),
+        "external_id": r["external_id"],
+        "answer": r["answer"],
+        "agreement": r["agreement"],
+        "answers": r["answers"],
+        "method": r["method"],
+        "version": r["version"],
+        "updated_at": r["updated_at"].isoformat(),
+    }
+    return json.dumps(row, separators=(",", ":")) + "\n"
+
+
+async def _owned_project(request: Request) -> UUID:
+    who = await viewer(request)
+    project_id = parse_id(request.path_params["id"], "project")
+    row = await projects.get_project(services(request).db, project_id, who.customer_scope())
+    return row["id"]
+
+
+async def results(request: Request) -> Response:
+    """Resolved items, one JSON object per line, in item-id order; `?after=<item_id>` resumes."""
+    project_id = await _owned_project(request)
+    db = services(request).db
+    after = request.query_params.get("after")
+    quality.parse_result_cursor(after)  # a bad cursor is a 422 before the stream starts
+
+    async def lines(db: Database, after: str | None) -> AsyncIterator[str]:
+        # One short connection per page: a slow reader never pins a pooled connection.
+        while True:
+            rows, after = await quality.results_page(db, project_id, after, STREAM_PAGE)
+            for r in rows:
+                yield _result_line(r)
+            if len(rows) < STREAM_PAGE:
+                return
+
+    return StreamingResponse(lines(db, after), media_type="application/x-ndjson")
+
+
+async def result_changes(request: Request) -> Response:
+    project_id = await _owned_project(request)
+    first = request.query_params.get("limit", "100")
+    rows, cursor = await quality.changes_page(
+        services(request).db,
+        project_id,
+        request.query_params.get("after"),
+        int(first) if first.isdigit() else -1,
+    )
+    changes = [
+        {
+            "cursor": str(r["seq"]),
+            "item_id": str(r["item_id"]),
+            "external_id": r["external_id"],
+            "version": r["version"],
+            "change": r["change"],
+            "answer": r["answer"],
+            "agreement": r["agreement"],
+            "at": r["at"].isoformat(),
+        }
+        for r in rows
+    ]
+    return JSONResponse({"changes": changes, "cursor": cursor})
+
+
+def _policy_json(row: Any) -> dict[str, Any]:
+    return {k: row[k] for k in (*quality.POLICY_FIELDS, "answer_field", "adjudicate")}
+
+
+async def get_policy(request: Request) -> Response:
+    project_id = await _owned_project(request)
+    db = services(request).db
+    pool = [dict(r) for r in await quality.gold_pool(db, project_id)]
+    policy = _policy_json(await quality.get_policy(db, project_id))
+    return JSONResponse({"policy": policy, "gold_pool": pool})
+
+
+async def put_policy(request: Request) -> Response:
+    """Partial update of the quality policy (snake_case fields, as in GraphQL's input)."""
+    project_id = await _owned_project(request)
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise BadInput("the body must be a JSON object")
+    row = await quality.set_policy(services(request).db, project_id, body)
+    return JSONResponse({"policy": _policy_json(row)})
+
+
+async def add_gold(request: Request) -> Response:
+    project_id = await _owned_project(request)
+    body = await json_body(request)
+    if not isinstance(body, dict) or "tasks" not in body:
+        raise BadInput('the body must be {"tasks": [...]}', field="tasks")
+    s = services(request)
+    added = await quality.add_gold_items(
+        s.db,
+        project_id,
+        body["tasks"],
+        s.settings.max_tasks_per_request,
+        s.settings.max_payload_bytes,
+    )
+    return JSONResponse({"added": added}, status_code=201)
+
+
+async def prior_answers(request: Request) -> Response:
+    expert_id = (await viewer(request)).require_expert()
+    task_id = parse_id(request.path_params["id"], "task")
+    answers = await quality.prior_answers(services(request).db, expert_id, task_id)
+    return JSONResponse({"prior_answers": answers})
+
+
+routes = [
+    Route("/v1/projects/{id}/results", results, methods=["GET"]),
+    Route("/v1/projects/{id}/result-changes", result_changes, methods=["GET"]),
+    Route("/v1/projects/{id}/quality", get_policy, methods=["GET"]),
+    Route("/v1/projects/{id}/quality", put_policy, methods=["PUT"]),
+    Route("/v1/projects/{id}/gold", add_gold, methods=["POST"]),
+    Route("/v1/tasks/{id}/prior-answers", prior_answers, methods=["GET"]),
+]
