@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 from typing import Any
@@ -42,6 +41,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
         http="httptools",
         ws_ping_interval=20,
         log_level=args.log_level,
+        # Our JSON logging (configured in main) covers uvicorn's loggers; access lines come
+        # from taskroute.observability.requests with the request id.
+        log_config=None,
+        access_log=False,
     )
     del server
 
@@ -91,6 +94,18 @@ def cmd_admin(args: argparse.Namespace) -> None:
     del server
 
 
+def cmd_schema(args: argparse.Namespace) -> None:
+    from taskroute.schema.sdl import export_sdl
+
+    sdl = export_sdl()
+    if args.output == "-":
+        sys.stdout.write(sdl)
+    else:
+        with open(args.output, "w") as f:
+            f.write(sdl)
+        print(f"wrote {args.output}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="taskroute")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -116,6 +131,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     admin.set_defaults(func=cmd_admin)
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    schema = sub.add_parser("schema", help="print the GraphQL schema (SDL)")
+    schema.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    schema.set_defaults(func=cmd_schema)
+
     args = parser.parse_args(argv)
+    from taskroute.observability.logs import configure_logging
+
+    configure_logging(getattr(args, "log_level", "info"))
     args.func(args)

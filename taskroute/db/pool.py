@@ -11,6 +11,16 @@ import asyncpg
 
 from taskroute.errors import Unavailable
 
+# Errors that mean "the database is not there right now", not "this request is wrong".
+_CONNECTION_LOST = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.CrashShutdownError,
+)
+
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     for typename in ("json", "jsonb"):
@@ -44,6 +54,10 @@ class Database:
             raise Unavailable("the database is unreachable; try again shortly") from exc
         try:
             yield conn
+        except _CONNECTION_LOST as exc:
+            # The server went away under this connection (restart, failover, network): the
+            # pool drops the connection on release and reconnects on the next acquire.
+            raise Unavailable("the database connection was lost; try again shortly") from exc
         finally:
             await self.pool.release(conn)
 

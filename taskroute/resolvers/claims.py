@@ -18,6 +18,7 @@ from taskroute.errors import (
     NotFound,
     ProjectCanceled,
 )
+from taskroute.observability import metrics
 from taskroute.resolvers.validation import canonical_json
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -69,11 +70,13 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             return None
         held = await conn.fetchrow(Q["assignment_active_for_expert"], expert_id)
         if held is not None:
+            metrics.CLAIMS.labels("held").inc()
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
-        await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
+        metrics.count_expired(await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id))
         row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
         if row is None:
+            metrics.CLAIMS_EMPTY.inc()
             return None
         await conn.execute(
             Q["audit_insert"],
@@ -83,6 +86,7 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             row["task_id"],
             "claim",
         )
+    metrics.CLAIMS.labels("new").inc()
     return _claim_from_row(row)
 
 
@@ -116,6 +120,11 @@ def _receipt(row: asyncpg.Record | dict[str, Any], assignment_id: UUID) -> Recei
 
 async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
     """Idempotent: the first submit stores the answer and pays; later ones get that receipt."""
+    with metrics.timed(metrics.SUBMIT_SECONDS):
+        return await _submit(db, expert_id, assignment_id, answer)
+
+
+async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
     if answer is None:
         raise BadInput("answer is required", field="answer")
     if len(canonical_json(answer).encode()) > MAX_ANSWER_BYTES:
@@ -154,4 +163,6 @@ async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any
 async def release_expired(db: Database, limit: int = SWEEP_BATCH) -> list[asyncpg.Record]:
     """One sweep: expired leases go back to the pool (or fail after max_retries)."""
     async with db.transaction() as conn:
-        return await conn.fetch(Q["leases_release_expired"], limit, None)
+        rows = await conn.fetch(Q["leases_release_expired"], limit, None)
+    metrics.count_expired(rows)
+    return rows

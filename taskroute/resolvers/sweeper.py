@@ -7,6 +7,7 @@ import logging
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
+from taskroute.observability import metrics
 from taskroute.resolvers.claims import SWEEP_BATCH
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ async def sweep_once(db: Database) -> int:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], SWEEP_LOCK_KEY):
             return 0
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
+    metrics.count_expired(released)
     if released:
         log.info("sweeper released %d expired leases", len(released))
     return len(released)
