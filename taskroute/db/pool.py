@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 
-from taskroute.errors import Unavailable
+from taskroute.errors import TaskrouteError, Unavailable
+
+log = logging.getLogger(__name__)
 
 # Errors that mean "the database is not there right now", not "this request is wrong".
 _CONNECTION_LOST = (
@@ -50,16 +53,31 @@ class Database:
             conn = await self.pool.acquire(timeout=self.timeout)
         except TimeoutError as exc:
             raise Unavailable("the database is busy; try again shortly") from exc
-        except (OSError, asyncpg.PostgresConnectionError) as exc:
+        except _CONNECTION_LOST as exc:
             raise Unavailable("the database is unreachable; try again shortly") from exc
         try:
             yield conn
-        except _CONNECTION_LOST as exc:
-            # The server went away under this connection (restart, failover, network): the
-            # pool drops the connection on release and reconnects on the next acquire.
-            raise Unavailable("the database connection was lost; try again shortly") from exc
+        except TaskrouteError:
+            raise
+        except Exception as exc:
+            # The server went away under this connection (restart, failover, network). What
+            # asyncpg raises then varies (a Postgres error, an I/O error, or an InterfaceError
+            # from a rollback on the dead socket): a closed connection says which case this is.
+            # The pool replaces the connection on the next acquire. A COMMIT cut off here may
+            # or may not have happened, so every write the API offers is safe to retry.
+            if isinstance(exc, _CONNECTION_LOST) or conn.is_closed():
+                raise Unavailable("the database connection was lost; try again shortly") from exc
+            raise
         finally:
+            await self._release(conn)
+
+    async def _release(self, conn: asyncpg.Connection) -> None:
+        try:
             await self.pool.release(conn)
+        except Exception as exc:
+            # asyncpg terminates a connection it cannot reset, which returns its slot to the
+            # pool; the request's outcome (already decided) must not be replaced by this.
+            log.warning("discarded a broken database connection: %s", type(exc).__name__)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:

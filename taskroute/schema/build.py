@@ -15,7 +15,7 @@ from strawberry.tools import merge_types
 
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
-from .errors import ErrorCodes
+from .errors import ErrorCodes, TaskrouteSchema
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (CoreQuery,)
@@ -38,7 +38,7 @@ def build_schema(introspection: bool = True) -> strawberry.Schema:
     ]
     if not introspection:
         extensions.append(DisableIntrospection)
-    return strawberry.Schema(
+    return TaskrouteSchema(
         query=merge_types("Query", QUERIES),
         mutation=merge_types("Mutation", MUTATIONS),
         subscription=merge_types("Subscription", SUBSCRIPTIONS) if SUBSCRIPTIONS else None,

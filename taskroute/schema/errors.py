@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import SchemaExtension
+from strawberry.types import ExecutionContext
 
 from taskroute.errors import TaskrouteError
 
@@ -47,3 +49,17 @@ class ErrorCodes(SchemaExtension):
         result = self.execution_context.result
         if result is not None and getattr(result, "errors", None):
             result.errors = [_coded(e) for e in result.errors]
+
+
+class TaskrouteSchema(strawberry.Schema):
+    """strawberry logs every error with its stack trace; ours are expected answers.
+
+    Errors carrying a TaskrouteError (NOT_FOUND, UNAVAILABLE, ...) and request errors (bad
+    documents) are logged at debug level; unexpected exceptions are logged by ErrorCodes.
+    """
+
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        for error in errors:
+            log.debug("graphql error: %s (%s)", error.message, error.extensions)
