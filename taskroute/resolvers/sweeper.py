@@ -7,6 +7,7 @@ import logging
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
+from taskroute.errors import Unavailable
 from taskroute.observability import metrics
 from taskroute.resolvers.claims import SWEEP_BATCH
 
@@ -35,6 +36,8 @@ async def run_sweeper(db: Database, interval: float) -> None:
                 pass
         except asyncio.CancelledError:
             raise
+        except Unavailable as exc:  # the database is restarting or busy: expected, no trace
+            log.warning("sweep skipped: %s; retrying in %.1fs", exc.message, interval)
         except Exception:  # keep sweeping through transient database trouble
             log.exception("sweep failed; retrying in %.1fs", interval)
         await asyncio.sleep(interval)
