@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import SchemaExtension
-from strawberry.types import ExecutionContext
+from strawberry.types import ExecutionContext, ExecutionResult
 
 from taskroute.errors import TaskrouteError
 
@@ -19,8 +20,11 @@ def _coded(error: GraphQLError) -> GraphQLError:
     original = error.original_error
     if isinstance(original, TaskrouteError):
         return error  # graphql-core already copied `original.extensions` (with the code)
-    if original is None:
-        # Parse, validation and variable errors: the request itself is wrong.
+    if (error.extensions or {}).get("code") and not isinstance(original, Exception):
+        return error  # already coded (this runs again as a safety net after ErrorCodes)
+    if original is None or isinstance(original, GraphQLError):
+        # Parse, validation and variable errors (graphql-core wraps variable coercion failures
+        # in a GraphQLError): the request itself is wrong, and the message says how.
         code = (error.extensions or {}).get("code", "BAD_INPUT")
         return GraphQLError(
             error.message,
@@ -57,6 +61,14 @@ class TaskrouteSchema(strawberry.Schema):
     Errors carrying a TaskrouteError (NOT_FOUND, UNAVAILABLE, ...) and request errors (bad
     documents) are logged at debug level; unexpected exceptions are logged by ErrorCodes.
     """
+
+    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        result = await super().execute(*args, **kwargs)
+        # ErrorCodes does this in on_operation, but strawberry skips that hook's exit for
+        # some request errors (a parse error served through ParserCache): code them here too.
+        if result.errors:
+            result.errors = [_coded(e) for e in result.errors]
+        return result
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
