@@ -139,12 +139,24 @@ class SpecGraphQL(GraphQL[Any, None]):
         )
         return _error_response(exc.status_code, exc.reason, media, code)
 
+    def parse_json(self, data: str | bytes) -> Any:
+        # strawberry catches only JSONDecodeError; Python's json also raises ValueError (ints
+        # over 4300 digits, bad UTF-8) and RecursionError (absurd nesting): all are a 400.
+        try:
+            return super().parse_json(data)
+        except (ValueError, RecursionError) as exc:
+            raise HTTPException(400, "Unable to parse request body as JSON") from exc
+
     async def parse_http_body(self, request: Any) -> Any:
         if request.method == "POST":
             content_type = (request.content_type or "").split(";")[0].strip().lower()
             if content_type != JSON:
                 raise HTTPException(415, f"POST bodies must be {JSON}")
-        return await super().parse_http_body(request)
+        try:
+            return await super().parse_http_body(request)
+        except (AttributeError, TypeError) as exc:
+            # strawberry calls `.get` on whatever JSON arrived (null, a number, a string).
+            raise HTTPException(400, "the body must be a JSON object") from exc
 
     async def get_sub_response(self, request: Request) -> Response:  # type: ignore[override]
         sub = SpecSubResponse()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -25,6 +26,18 @@ def _route_template(scope: Scope) -> str:
     return path if isinstance(path, str) else "unmatched"
 
 
+_INTERNAL_JSON = json.dumps({"error": {"code": "INTERNAL", "message": "Unexpected error."}})
+_INTERNAL_START: Message = {
+    "type": "http.response.start",
+    "status": 500,
+    "headers": [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(_INTERNAL_JSON)).encode()),
+    ],
+}
+_INTERNAL_BODY: Message = {"type": "http.response.body", "body": _INTERNAL_JSON.encode()}
+
+
 class RequestContext:
     """Outermost middleware: every response carries X-Request-ID; every request is logged."""
 
@@ -41,9 +54,12 @@ class RequestContext:
         start = time.perf_counter()
         status = 500 if scope["type"] == "http" else 101
 
+        started = False
+
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
+                started = True
                 status = message["status"]
                 headers = [
                     (k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"
@@ -54,6 +70,14 @@ class RequestContext:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            # An unexpected exception: logged with its trace and the request id; the client
+            # gets a JSON 500 with neither (REST's error shape), if nothing was sent yet.
+            log.exception("unhandled error in %s %s", scope.get("method", "WS"), scope.get("path"))
+            if scope["type"] != "http" or started:
+                raise
+            await send_with_id(_INTERNAL_START)
+            await send_with_id(_INTERNAL_BODY)
         finally:
             elapsed = time.perf_counter() - start
             route = _route_template(scope)

@@ -19,7 +19,7 @@ from taskroute.errors import (
     ProjectCanceled,
 )
 from taskroute.observability import metrics
-from taskroute.resolvers.validation import canonical_json
+from taskroute.resolvers.validation import json_value
 
 MAX_ANSWER_BYTES = 256 * 1024
 SWEEP_BATCH = 1000  # leases released per sweep transaction
@@ -127,8 +127,7 @@ async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any
 async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
     if answer is None:
         raise BadInput("answer is required", field="answer")
-    if len(canonical_json(answer).encode()) > MAX_ANSWER_BYTES:
-        raise BadInput(f"answer is larger than {MAX_ANSWER_BYTES} bytes", field="answer")
+    json_value(answer, "answer", MAX_ANSWER_BYTES)
     async with db.transaction() as conn:
         found = await _explain_missing(conn, assignment_id, expert_id)
         if found["status"] == "submitted":

@@ -22,6 +22,17 @@ def _coded(error: GraphQLError) -> GraphQLError:
         return error  # graphql-core already copied `original.extensions` (with the code)
     if (error.extensions or {}).get("code") and not isinstance(original, Exception):
         return error  # already coded (this runs again as a safety net after ErrorCodes)
+    if isinstance(original, RecursionError):
+        # A document or value nested deeply enough to exhaust the parser's stack.
+        return GraphQLError(
+            "the request is nested too deeply",
+            error.nodes,
+            error.source,
+            error.positions,
+            error.path,
+            None,
+            {"code": "BAD_INPUT"},
+        )
     if original is None or isinstance(original, GraphQLError):
         # Parse, validation and variable errors (graphql-core wraps variable coercion failures
         # in a GraphQLError): the request itself is wrong, and the message says how.
