@@ -4,7 +4,7 @@ Run by hand (never part of the test suite's pass/fail); prints figures:
 
     PYTHONPATH=. .venv/bin/python bench/claim.py                 # everything, ~5-10 minutes
     PYTHONPATH=. .venv/bin/python bench/claim.py --no-million    # skip the 1M-open-tasks probe
-    PYTHONPATH=. .venv/bin/python bench/claim.py --profile out.svg   # py-spy the server (N=16)
+    PYTHONPATH=. .venv/bin/python bench/claim.py --profile /tmp/prof  # + py-spy of the server
 
 What it does, in its own temporary databases on the Postgres at --pg (dropped at the end):
 1. Seeds 50k open tasks over 200 skills with Zipf-distributed sizes and a few thousand experts
@@ -298,6 +298,56 @@ async def service_run(port: int, world: dict[str, Any], n: int, seconds: float, 
     return await drive(api, n, seconds, make_worker)
 
 
+def start_profiler(pid: int, out: str, seconds: float) -> subprocess.Popen:
+    """py-spy (sampling, from outside) on the server for the measured window."""
+    spy = Path(sys.executable).parent / "py-spy"
+    cmd = [str(spy) if spy.exists() else "py-spy", "record", "-p", str(pid), "-r", "250"]
+    cmd += ["-d", str(int(seconds) + 1), "-f", "raw", "-o", out, "--nonblocking"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _package(frame: str) -> str:
+    """Which package a py-spy frame `func (pkg/module.py:line)` belongs to."""
+    path = frame.rsplit("(", 1)[-1].rstrip(")")
+    top = path.split("/", 1)[0] if "/" in path else path.split(".", 1)[0]
+    if top in ("asyncio", "uvloop", "selectors"):
+        return "asyncio/event loop"
+    return top if top and not top.startswith("<") else "stdlib/other"
+
+
+def summarize_profile(path: Path) -> str:
+    """CPU samples of the server by the package of the innermost frame (self time), and by
+    whether the stack passes through GraphQL machinery at all (inclusive)."""
+    own: dict[str, int] = {}
+    inclusive = {"graphql-core+strawberry": 0, "asyncpg": 0, "starlette+uvicorn": 0}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        leaf = _package(frames[-1])
+        own[leaf] = own.get(leaf, 0) + n
+        pkgs = {_package(f) for f in frames}
+        if pkgs & {"graphql", "strawberry"}:
+            inclusive["graphql-core+strawberry"] += n
+        if "asyncpg" in pkgs:
+            inclusive["asyncpg"] += n
+        if pkgs & {"starlette", "uvicorn", "httptools"}:
+            inclusive["starlette+uvicorn"] += n
+    if not total:
+        return f"  (no samples in {path})"
+    lines = [f"  profile ({total} CPU samples at 250 Hz), self time by package:"]
+    for pkg, n in sorted(own.items(), key=lambda kv: -kv[1])[:8]:
+        lines.append(f"    {pkg:<22} {100 * n / total:5.1f}%")
+    lines.append(
+        "  inclusive: " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in inclusive.items())
+    )
+    return "\n".join(lines)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -384,6 +434,7 @@ async def main(args: argparse.Namespace) -> None:
         f"# machine: {platform.machine()} {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {platform.platform()}"
     )
+    print("# load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     names: list[str] = []
     try:
         name, dsn = await temp_db(args.pg, "main")
@@ -412,34 +463,19 @@ async def main(args: argparse.Namespace) -> None:
             for api in ("graphql", "rest"):
                 for n in ns:
                     await reopen(dsn)
-                    if args.profile and n == 16 and api == "graphql":
-                        prof = subprocess.Popen(
-                            [
-                                "py-spy",
-                                "record",
-                                "-o",
-                                args.profile,
-                                "-d",
-                                str(int(args.seconds)),
-                                "-p",
-                                str(proc.pid),
-                                "--subprocesses",
-                                "-r",
-                                "200",
-                                "-f",
-                                "speedscope" if args.profile.endswith(".json") else "flamegraph",
-                            ],
-                        )
-                    else:
-                        prof = None
+                    prof = None
+                    if args.profile and n == 16:
+                        prof = start_profiler(proc.pid, f"{args.profile}.{api}.txt", args.seconds)
                     run = await service_run(port, world, n, args.seconds, api)
-                    if prof is not None:
-                        prof.wait(timeout=60)
                     results[(api, n)] = run
                     print(run.line(), flush=True)
+                    if prof is not None:
+                        prof.wait(timeout=120)
+                        print(summarize_profile(Path(f"{args.profile}.{api}.txt")), flush=True)
         finally:
             proc.terminate()
             proc.wait(timeout=20)
+        print("# load average now: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         print("\n# ratio service/floor (cycles/s)")
         for n in ns:
             floor = results[("floor", n)].rate
@@ -494,7 +530,9 @@ def parse_args() -> argparse.Namespace:
         action="store_false",
         help="skip growing to 1M open tasks for the latency probe",
     )
-    p.add_argument("--profile", default="", help="py-spy the server at N=16 (GraphQL) to this")
+    p.add_argument(
+        "--profile", default="", help="py-spy the server at N=16 into PREFIX.{graphql,rest}.txt"
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary databases")
     return p.parse_args()
 

@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import strawberry
-from strawberry.extensions import (
-    MaxAliasesLimiter,
-    MaxTokensLimiter,
-    ParserCache,
-    QueryDepthLimiter,
-    ValidationCache,
-)
+from strawberry.extensions import MaxTokensLimiter, ParserCache, ValidationCache
 from strawberry.extensions.disable_introspection import DisableIntrospection
 from strawberry.tools import merge_types
 
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
 from .errors import ErrorCodes, TaskrouteSchema
+from .limits import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS, DepthAndAliasLimits
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (CoreQuery,)
 MUTATIONS: tuple[type, ...] = (CoreMutation,)
 SUBSCRIPTIONS: tuple[type, ...] = ()
 
-MAX_DEPTH = 12
-MAX_TOKENS = 5000
-MAX_ALIASES = 30
+__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "build_schema"]
 
 
 def build_schema(introspection: bool = True) -> strawberry.Schema:
@@ -32,9 +25,9 @@ def build_schema(introspection: bool = True) -> strawberry.Schema:
         ErrorCodes,
         ParserCache,
         ValidationCache,
-        lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
+        # Depth and alias rules made once, so ValidationCache hits (see limits.py).
+        DepthAndAliasLimits,
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
     ]
     if not introspection:
         extensions.append(DisableIntrospection)
