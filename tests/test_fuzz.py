@@ -112,7 +112,9 @@ def valid_like(var: str) -> st.SearchStrategy[Any]:
         return st.fixed_dictionaries(
             {"name": texts, "tasks": st.lists(task, max_size=4)},
             optional={
-                "deadline": st.text(max_size=30) | st.just("2030-01-01T00:00:00Z"),
+                "deadline": texts
+                | st.datetimes(timezones=st.timezones()).map(str)
+                | st.sampled_from(["2030-01-01T00:00:00Z", "0001-01-01T00:00:00+14:00"]),
                 "priority": st.integers(),
                 "leaseSeconds": st.integers(),
                 "payCents": st.integers(),

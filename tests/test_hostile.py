@@ -200,6 +200,13 @@ async def test_values_postgres_would_refuse(api: Api, db: asyncpg.Connection) ->
         )  # fmt: skip
         assert r.status_code in (200, 400), (raw, r.text)
         assert codes(r.json()) == ["BAD_INPUT"], (raw, r.text)
+    for deadline in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):
+        r = await api.rest("POST", "/v1/projects", customer["token"],
+                           json={"name": "n", "deadline": deadline, "tasks": []})  # fmt: skip
+        assert r.status_code == 422, (deadline, r.text)
+        with pytest.raises(GraphQLError) as err:
+            await api.create_project(customer["token"], [], deadline=deadline)
+        assert err.value.code == "BAD_INPUT"
     for name in ("nul\x00name", "\ud800"):
         r = await api.rest(
             "POST", "/v1/projects", customer["token"],

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from taskroute.errors import BadInput
@@ -138,6 +138,12 @@ def deadline(value: Any) -> datetime | None:
         raise BadInput("deadline must be an ISO 8601 date-time", field="deadline")
     if dt is not None and dt.tzinfo is None:
         raise BadInput("deadline must carry a time zone (e.g. Z or +00:00)", field="deadline")
+    if dt is not None:
+        try:
+            # Years 1 and 9999 with an offset fall outside what UTC (and the driver) can hold.
+            dt.astimezone(UTC)
+        except OverflowError as exc:
+            raise BadInput("deadline is out of range", field="deadline") from exc
     return dt
 
 
