@@ -40,6 +40,14 @@ async def create_pool(dsn: str, min_size: int = 2, max_size: int = 10) -> asyncp
     return pool
 
 
+def _is_lost(conn: asyncpg.Connection) -> bool:
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:
+        # The pool already took the proxy back: it does that when the connection died.
+        return True
+
+
 class Database:
     """The pool plus the policy for waiting on it: wait up to `timeout`, then UNAVAILABLE."""
 
@@ -65,7 +73,7 @@ class Database:
             # from a rollback on the dead socket): a closed connection says which case this is.
             # The pool replaces the connection on the next acquire. A COMMIT cut off here may
             # or may not have happened, so every write the API offers is safe to retry.
-            if isinstance(exc, _CONNECTION_LOST) or conn.is_closed():
+            if isinstance(exc, _CONNECTION_LOST) or _is_lost(conn):
                 raise Unavailable("the database connection was lost; try again shortly") from exc
             raise
         finally:
