@@ -10,37 +10,32 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLHTTPResponse
 
 from taskroute import rest
 from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.graphql_http import SpecGraphQL
+from taskroute.observability.health import healthz, readyz
+from taskroute.observability.metrics import metrics_endpoint
+from taskroute.observability.requests import RequestContext
 from taskroute.resolvers.alerts import run_alerts
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
-from taskroute.schema.errors import with_codes
 
 log = logging.getLogger(__name__)
 
 
-class GraphQLApp(GraphQL[Context, None]):
+class GraphQLApp(SpecGraphQL):
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         services: Services = request.state.services
         return Context(services, request.headers.get("authorization"), request, response)
-
-    async def process_result(self, request: Request, result: Any) -> GraphQLHTTPResponse:
-        # Parse errors never reach the schema extensions: give them their code here.
-        if result.errors:
-            result.errors = with_codes(result.errors)
-        return await super().process_result(request, result)
 
 
 class BodyLimit:
@@ -79,19 +74,6 @@ async def _taskroute_error(request: Request, exc: Exception) -> Response:
     return rest.error_response(exc)
 
 
-async def healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
-
-
-async def readyz(request: Request) -> Response:
-    services: Services = request.state.services
-    try:
-        await asyncio.wait_for(services.db.fetchval("SELECT 1"), timeout=2)
-    except Exception as exc:  # any failure means not ready
-        return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, status_code=503)
-    return JSONResponse({"status": "ready"})
-
-
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     graphql = GraphQLApp(
@@ -127,6 +109,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         WebSocketRoute("/graphql", graphql),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
+        Route("/metrics", metrics_endpoint),
         *rest.routes,
     ]
     app = Starlette(
@@ -135,4 +118,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
         exception_handlers={TaskrouteError: _taskroute_error},
     )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(RequestContext)  # outermost: ids and access logs cover every response
     return app

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import signal
 import sys
@@ -48,6 +47,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
         # longer than typical clients' and load balancers' idle timeouts
         timeout_keep_alive=75,
         log_level=args.log_level,
+        # Our JSON logging (configured in main) covers uvicorn's loggers; access lines come
+        # from taskroute.observability.requests with the request id.
+        log_config=None,
+        access_log=False,
     )
     del server
 
@@ -97,6 +100,18 @@ def cmd_admin(args: argparse.Namespace) -> None:
     del server
 
 
+def cmd_schema(args: argparse.Namespace) -> None:
+    from taskroute.schema.sdl import export_sdl
+
+    sdl = export_sdl()
+    if args.output == "-":
+        sys.stdout.write(sdl)
+    else:
+        with open(args.output, "w") as f:
+            f.write(sdl)
+        print(f"wrote {args.output}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="taskroute")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -122,6 +137,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     admin.set_defaults(func=cmd_admin)
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    schema = sub.add_parser("schema", help="print the GraphQL schema (SDL)")
+    schema.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
+    schema.set_defaults(func=cmd_schema)
+
     args = parser.parse_args(argv)
+    from taskroute.observability.logs import configure_logging
+
+    configure_logging(getattr(args, "log_level", "info"))
     args.func(args)

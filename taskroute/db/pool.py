@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 
-from taskroute.errors import Unavailable
+from taskroute.errors import TaskrouteError, Unavailable
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "the database is not there right now", not "this request is wrong".
+_CONNECTION_LOST = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.CrashShutdownError,
+)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -27,6 +40,14 @@ async def create_pool(dsn: str, min_size: int = 2, max_size: int = 10) -> asyncp
     return pool
 
 
+def _is_lost(conn: asyncpg.Connection) -> bool:
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:
+        # The pool already took the proxy back: it does that when the connection died.
+        return True
+
+
 class Database:
     """The pool plus the policy for waiting on it: wait up to `timeout`, then UNAVAILABLE."""
 
@@ -40,12 +61,31 @@ class Database:
             conn = await self.pool.acquire(timeout=self.timeout)
         except TimeoutError as exc:
             raise Unavailable("the database is busy; try again shortly") from exc
-        except (OSError, asyncpg.PostgresConnectionError) as exc:
+        except _CONNECTION_LOST as exc:
             raise Unavailable("the database is unreachable; try again shortly") from exc
         try:
             yield conn
+        except TaskrouteError:
+            raise
+        except Exception as exc:
+            # The server went away under this connection (restart, failover, network). What
+            # asyncpg raises then varies (a Postgres error, an I/O error, or an InterfaceError
+            # from a rollback on the dead socket): a closed connection says which case this is.
+            # The pool replaces the connection on the next acquire. A COMMIT cut off here may
+            # or may not have happened, so every write the API offers is safe to retry.
+            if isinstance(exc, _CONNECTION_LOST) or _is_lost(conn):
+                raise Unavailable("the database connection was lost; try again shortly") from exc
+            raise
         finally:
+            await self._release(conn)
+
+    async def _release(self, conn: asyncpg.Connection) -> None:
+        try:
             await self.pool.release(conn)
+        except Exception as exc:
+            # asyncpg terminates a connection it cannot reset, which returns its slot to the
+            # pool; the request's outcome (already decided) must not be replaced by this.
+            log.warning("discarded a broken database connection: %s", type(exc).__name__)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:

@@ -18,8 +18,9 @@ from taskroute.errors import (
     NotFound,
     ProjectCanceled,
 )
+from taskroute.observability import metrics
 from taskroute.resolvers import quality
-from taskroute.resolvers.validation import canonical_json
+from taskroute.resolvers.validation import json_value
 
 MAX_ANSWER_BYTES = 256 * 1024
 SWEEP_BATCH = 1000  # leases released per sweep transaction
@@ -70,14 +71,16 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             return None
         held = await conn.fetchrow(Q["assignment_active_for_expert"], expert_id)
         if held is not None:
+            metrics.CLAIMS.labels("held").inc()
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
-        await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
+        metrics.count_expired(await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id))
         # Gold (known answers) is mixed into the work first, by the project's gold share.
         row = await quality.claim_gold(conn, expert_id, skills)
         if row is None:
             row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
         if row is None:
+            metrics.CLAIMS_EMPTY.inc()
             return None
         await conn.execute(
             Q["audit_insert"],
@@ -87,6 +90,7 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             row["task_id"],
             "claim",
         )
+    metrics.CLAIMS.labels("new").inc()
     return _claim_from_row(row)
 
 
@@ -120,10 +124,14 @@ def _receipt(row: asyncpg.Record | dict[str, Any], assignment_id: UUID) -> Recei
 
 async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
     """Idempotent: the first submit stores the answer and pays; later ones get that receipt."""
+    with metrics.timed(metrics.SUBMIT_SECONDS):
+        return await _submit(db, expert_id, assignment_id, answer)
+
+
+async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
     if answer is None:
         raise BadInput("answer is required", field="answer")
-    if len(canonical_json(answer).encode()) > MAX_ANSWER_BYTES:
-        raise BadInput(f"answer is larger than {MAX_ANSWER_BYTES} bytes", field="answer")
+    json_value(answer, "answer", MAX_ANSWER_BYTES)
     async with db.transaction() as conn:
         found = await _explain_missing(conn, assignment_id, expert_id)
         if found["status"] == "submitted":
@@ -160,4 +168,6 @@ async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any
 async def release_expired(db: Database, limit: int = SWEEP_BATCH) -> list[asyncpg.Record]:
     """One sweep: expired leases go back to the pool (or fail after max_retries)."""
     async with db.transaction() as conn:
-        return await conn.fetch(Q["leases_release_expired"], limit, None)
+        rows = await conn.fetch(Q["leases_release_expired"], limit, None)
+    metrics.count_expired(rows)
+    return rows

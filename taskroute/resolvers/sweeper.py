@@ -7,6 +7,8 @@ import logging
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
+from taskroute.errors import Unavailable
+from taskroute.observability import metrics
 from taskroute.resolvers.claims import SWEEP_BATCH
 
 log = logging.getLogger(__name__)
@@ -21,6 +23,7 @@ async def sweep_once(db: Database) -> int:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], SWEEP_LOCK_KEY):
             return 0
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
+    metrics.count_expired(released)
     if released:
         log.info("sweeper released %d expired leases", len(released))
     return len(released)
@@ -33,6 +36,8 @@ async def run_sweeper(db: Database, interval: float) -> None:
                 pass
         except asyncio.CancelledError:
             raise
+        except Unavailable as exc:  # the database is restarting or busy: expected, no trace
+            log.warning("sweep skipped: %s; retrying in %.1fs", exc.message, interval)
         except Exception:  # keep sweeping through transient database trouble
             log.exception("sweep failed; retrying in %.1fs", interval)
         await asyncio.sleep(interval)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from taskroute.errors import BadInput
@@ -46,6 +46,46 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+# Deeper JSON than this is refused: encoders and decoders recurse, and no payload needs it.
+MAX_JSON_DEPTH = 64
+# A \u0000 escape not preceded by an escaped backslash: Postgres' jsonb refuses it.
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _json_depth_ok(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return False
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return True
+
+
+def json_value(value: Any, where: str, max_bytes: int) -> str:
+    """Canonical JSON of an untrusted value, or BAD_INPUT for what Postgres' jsonb (or the
+    encoder) would refuse: NaN/Infinity, NUL characters, lone surrogates, absurd nesting."""
+    if not _json_depth_ok(value, MAX_JSON_DEPTH):
+        raise BadInput(f"{where} is nested deeper than {MAX_JSON_DEPTH} levels", field=where)
+    try:
+        encoded = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except ValueError as exc:
+        raise BadInput(f"{where} must not contain NaN or Infinity", field=where) from exc
+    try:
+        size = len(encoded.encode())
+    except UnicodeEncodeError as exc:
+        raise BadInput(f"{where} contains invalid Unicode (a lone surrogate)", field=where) from exc
+    if _NUL_ESCAPE.search(encoded):
+        raise BadInput(f"{where} must not contain NUL (\\u0000) characters", field=where)
+    if size > max_bytes:
+        raise BadInput(f"{where} is larger than {max_bytes} bytes", field=where)
+    return encoded
+
+
 def skill(value: Any, where: str = "skill") -> str:
     if not isinstance(value, str) or not SKILL_RE.match(value):
         raise BadInput(
@@ -76,6 +116,13 @@ def text(value: Any, where: str, max_len: int) -> str:
         raise BadInput(f"{where} must be a non-empty string", field=where)
     if len(value) > max_len:
         raise BadInput(f"{where} must be at most {max_len} characters", field=where)
+    # Postgres text holds neither NUL nor lone surrogates (they would fail in the driver).
+    if "\x00" in value:
+        raise BadInput(f"{where} must not contain NUL characters", field=where)
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise BadInput(f"{where} contains invalid Unicode", field=where) from exc
     return value
 
 
@@ -91,14 +138,17 @@ def deadline(value: Any) -> datetime | None:
         raise BadInput("deadline must be an ISO 8601 date-time", field="deadline")
     if dt is not None and dt.tzinfo is None:
         raise BadInput("deadline must carry a time zone (e.g. Z or +00:00)", field="deadline")
+    if dt is not None:
+        try:
+            # Years 1 and 9999 with an offset fall outside what UTC (and the driver) can hold.
+            dt.astimezone(UTC)
+        except OverflowError as exc:
+            raise BadInput("deadline is out of range", field="deadline") from exc
     return dt
 
 
 def payload_json(value: Any, where: str, max_bytes: int) -> str:
-    encoded = canonical_json(value)
-    if len(encoded.encode()) > max_bytes:
-        raise BadInput(f"{where} is larger than {max_bytes} bytes", field=where)
-    return encoded
+    return json_value(value, where, max_bytes)
 
 
 def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
@@ -119,8 +169,14 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
         payload_json=payload_json(raw["payload"], f"{where}.payload", max_payload_bytes),
         priority=integer(raw.get("priority", 0), f"{where}.priority", *PRIORITY_RANGE),
         external_id=ext,
-        gold=raw.get("gold"),
+        gold=_gold(raw.get("gold"), f"{where}.gold", max_payload_bytes),
     )
+
+
+def _gold(value: Any, where: str, max_bytes: int) -> Any:
+    if value is not None:
+        json_value(value, where, max_bytes)
+    return value
 
 
 def task_specs(raw: Any, max_tasks: int, max_payload_bytes: int) -> list[TaskSpec]:

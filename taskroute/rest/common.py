@@ -37,5 +37,5 @@ async def json_body(request: Request, required: bool = True) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"malformed JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # also >4300-digit ints and absurd nesting
+        raise BadInput(f"malformed JSON: {str(exc)[:200]}") from exc

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
+import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import SchemaExtension
+from strawberry.types import ExecutionContext, ExecutionResult
 
 from taskroute.errors import TaskrouteError
 
@@ -17,8 +20,22 @@ def _coded(error: GraphQLError) -> GraphQLError:
     original = error.original_error
     if isinstance(original, TaskrouteError):
         return error  # graphql-core already copied `original.extensions` (with the code)
+    if (error.extensions or {}).get("code") and not isinstance(original, Exception):
+        return error  # already coded (this runs again as a safety net after ErrorCodes)
+    if isinstance(original, RecursionError):
+        # A document or value nested deeply enough to exhaust the parser's stack.
+        return GraphQLError(
+            "the request is nested too deeply",
+            error.nodes,
+            error.source,
+            error.positions,
+            error.path,
+            None,
+            {"code": "BAD_INPUT"},
+        )
     if original is None or isinstance(original, GraphQLError):
-        # Parse, validation and variable-coercion errors: the request itself is wrong.
+        # Parse, validation and variable errors (graphql-core wraps variable coercion failures
+        # in a GraphQLError): the request itself is wrong, and the message says how.
         code = (error.extensions or {}).get("code", "BAD_INPUT")
         return GraphQLError(
             error.message,
@@ -50,4 +67,26 @@ class ErrorCodes(SchemaExtension):
         yield
         result = self.execution_context.result
         if result is not None and getattr(result, "errors", None):
-            result.errors = with_codes(result.errors)
+            result.errors = [_coded(e) for e in result.errors]
+
+
+class TaskrouteSchema(strawberry.Schema):
+    """strawberry logs every error with its stack trace; ours are expected answers.
+
+    Errors carrying a TaskrouteError (NOT_FOUND, UNAVAILABLE, ...) and request errors (bad
+    documents) are logged at debug level; unexpected exceptions are logged by ErrorCodes.
+    """
+
+    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        result = await super().execute(*args, **kwargs)
+        # ErrorCodes does this in on_operation, but strawberry skips that hook's exit for
+        # some request errors (a parse error served through ParserCache): code them here too.
+        if result.errors:
+            result.errors = [_coded(e) for e in result.errors]
+        return result
+
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        for error in errors:
+            log.debug("graphql error: %s (%s)", error.message, error.extensions)

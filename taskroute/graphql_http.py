@@ -1,0 +1,212 @@
+"""GraphQL over HTTP (the GraphQL-over-HTTP specification) on top of strawberry's ASGI view.
+
+What strawberry 0.341 does by itself, and what this module changes:
+- It always answers `application/json` with status 200, even for parse and validation errors.
+  Here the response media type is negotiated from `Accept`: `application/graphql-response+json`
+  when the client accepts it (then a request error -> 400), else `application/json` (status 200
+  for every well-formed request, as the spec asks for that legacy media type).
+- A request error (the document did not parse or validate, or variables did not coerce) carries
+  no `data` entry, as the GraphQL spec says; strawberry sends `"data": null`.
+- A mutation through GET: strawberry answers 400; the spec requires 405 (with `Allow: POST`).
+- A POST whose body is not `application/json`: strawberry answers 400; here 415.
+- Malformed requests (bad JSON, no query, ...) get a JSON body `{"errors": [...]}` in the
+  negotiated media type instead of strawberry's plain text.
+- No acceptable media type (`Accept: text/csv`) -> 406.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cross_web import HTTPException
+from graphql import GraphQLError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse, process_result
+from strawberry.schema.exceptions import (
+    CannotGetOperationTypeError,
+    InvalidOperationTypeError,
+)
+from strawberry.types import ExecutionResult
+
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+JSON = "application/json"
+
+# Error codes that mean "the server could not serve this right now": clients may retry.
+RETRYABLE_CODES = frozenset({"UNAVAILABLE"})
+
+
+def _accept_entries(header: str) -> list[tuple[str, float]]:
+    entries = []
+    for part in header.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        media = fields[0].lower()
+        if not media:
+            continue
+        q = 1.0
+        for param in fields[1:]:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        entries.append((media, q))
+    return entries
+
+
+def negotiate(accept: str | None) -> str | None:
+    """The response media type for an `Accept` header; None when nothing we serve is acceptable.
+
+    Explicitly listed types win over wildcards; `*/*` alone keeps the legacy `application/json`
+    so existing clients (and curl) see no change.
+    """
+    if not accept or not accept.strip():
+        return JSON
+    best: dict[str, float] = {}
+    wildcard = 0.0
+    for media, q in _accept_entries(accept):
+        if media in (GRAPHQL_RESPONSE, JSON):
+            best[media] = max(best.get(media, 0.0), q)
+        elif media in ("*/*", "application/*"):
+            wildcard = max(wildcard, q)
+    if best.get(GRAPHQL_RESPONSE, 0.0) > 0 and best[GRAPHQL_RESPONSE] >= best.get(JSON, 0.0):
+        return GRAPHQL_RESPONSE
+    if best.get(JSON, 0.0) > 0 or wildcard > 0:
+        return JSON
+    return None
+
+
+def _is_request_error(result: ExecutionResult) -> bool:
+    """Parse, validation and variable-coercion errors: execution never started.
+
+    Field errors always carry a `path`; request errors never do.
+    """
+    return (
+        bool(result.errors) and result.data is None and all(e.path is None for e in result.errors)
+    )
+
+
+def _codes(errors: list[GraphQLError] | None) -> set[str]:
+    return {str((e.extensions or {}).get("code")) for e in errors or []}
+
+
+class SpecSubResponse(Response):
+    """strawberry's per-request sub-response, plus what this request negotiated and produced."""
+
+    media_type_chosen: str = JSON
+    request_error_status: int | None = None
+    retryable: bool = False
+
+
+class SpecGraphQL(GraphQL[Any, None]):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        media = negotiate(request.headers.get("accept"))
+        wants_ide = self.should_render_graphql_ide(self.request_adapter_class(request))
+        if media is None and not wants_ide:
+            response = _error_response(
+                406, f"Accept must allow {GRAPHQL_RESPONSE} or {JSON}", JSON, "NOT_ACCEPTABLE"
+            )
+            await response(scope, receive, send)
+            return
+        request.state.graphql_media = media or JSON
+        try:
+            response = await self.run(request)
+        except HTTPException as exc:
+            response = self._http_error(request, exc)
+        await response(scope, receive, send)
+
+    def _http_error(self, request: Request, exc: HTTPException) -> Response:
+        media = request.state.graphql_media
+        # GraphQL-over-HTTP: a mutation through GET MUST be answered with 405.
+        if isinstance(exc.__cause__, InvalidOperationTypeError) and request.method == "GET":
+            response = _error_response(405, exc.reason, media, "METHOD_NOT_ALLOWED")
+            response.headers["Allow"] = "POST"
+            return response
+        if isinstance(exc.__cause__, CannotGetOperationTypeError):
+            # A request error (which operation?): 200 for the legacy media type, 400 otherwise.
+            status = 400 if media == GRAPHQL_RESPONSE else 200
+            return _error_response(status, exc.reason, media, "BAD_INPUT")
+        code = {405: "METHOD_NOT_ALLOWED", 415: "UNSUPPORTED_MEDIA_TYPE"}.get(
+            exc.status_code, "BAD_REQUEST"
+        )
+        return _error_response(exc.status_code, exc.reason, media, code)
+
+    def parse_json(self, data: str | bytes) -> Any:
+        # strawberry catches only JSONDecodeError; Python's json also raises ValueError (ints
+        # over 4300 digits, bad UTF-8) and RecursionError (absurd nesting): all are a 400.
+        try:
+            return super().parse_json(data)
+        except (ValueError, RecursionError) as exc:
+            raise HTTPException(400, "Unable to parse request body as JSON") from exc
+
+    async def parse_http_body(self, request: Any) -> Any:
+        if request.method == "POST":
+            content_type = (request.content_type or "").split(";")[0].strip().lower()
+            if content_type != JSON:
+                raise HTTPException(415, f"POST bodies must be {JSON}")
+        try:
+            return await super().parse_http_body(request)
+        except (AttributeError, TypeError) as exc:
+            # strawberry calls `.get` on whatever JSON arrived (null, a number, a string).
+            raise HTTPException(400, "the body must be a JSON object") from exc
+
+    async def get_sub_response(self, request: Request) -> Response:  # type: ignore[override]
+        sub = SpecSubResponse()
+        sub.status_code = None  # type: ignore[assignment]
+        del sub.headers["content-length"]
+        sub.media_type_chosen = getattr(request.state, "graphql_media", JSON)
+        request.state.graphql_sub_response = sub
+        return sub
+
+    async def process_result(
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        data = process_result(result)
+        sub: SpecSubResponse | None = getattr(request.state, "graphql_sub_response", None)
+        codes = _codes(result.errors)
+        if sub is not None and codes & RETRYABLE_CODES:
+            sub.retryable = True
+        if _is_request_error(result):
+            # No `data` entry: the request failed before execution (GraphQL spec, 7.1.2).
+            data.pop("data", None)
+            if sub is not None:
+                sub.request_error_status = 503 if codes & RETRYABLE_CODES else 400
+                if "INTERNAL" in codes:
+                    sub.request_error_status = 500
+        return data
+
+    def create_response(
+        self,
+        response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
+        sub_response: Response,
+    ) -> Response:
+        response = super().create_response(response_data, sub_response)
+        if not isinstance(sub_response, SpecSubResponse):
+            return response
+        media = sub_response.media_type_chosen
+        response.headers["content-type"] = (
+            f"{media}; charset=utf-8" if media == GRAPHQL_RESPONSE else JSON
+        )
+        if (
+            media == GRAPHQL_RESPONSE
+            and sub_response.request_error_status is not None
+            and not sub_response.status_code
+        ):
+            response.status_code = sub_response.request_error_status
+        if sub_response.retryable:
+            response.headers.setdefault("Retry-After", "1")
+        return response
+
+
+def _error_response(status: int, message: str, media: str, code: str) -> Response:
+    body = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    content_type = f"{media}; charset=utf-8" if media == GRAPHQL_RESPONSE else JSON
+    return Response(json.dumps(body), status_code=status, headers={"content-type": content_type})

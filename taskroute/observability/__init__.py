@@ -1,0 +1,1 @@
+"""Structured logs with request ids, Prometheus metrics, readiness checks."""

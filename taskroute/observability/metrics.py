@@ -1,0 +1,174 @@
+"""Prometheus metrics, served at /metrics.
+
+Counters and histograms are updated where things happen (claims, submits, sweeps). Gauges that
+describe the database (open tasks by skill, ingest lag) are refreshed when /metrics is scraped,
+at most once per `DB_GAUGE_TTL` seconds and under a statement timeout, so scraping stays cheap
+however often Prometheus (or several of them) asks.
+
+Several server processes (`taskroute serve --workers N`): each process counts its own requests.
+Without configuration a scrape sees one worker; set `PROMETHEUS_MULTIPROC_DIR` to an empty
+directory before starting the server and /metrics aggregates all workers (prometheus_client's
+multiprocess mode; the database gauges are then reported by the scraped worker, `mostrecent`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as _mp
+from starlette.requests import Request
+from starlette.responses import Response
+
+from taskroute.db.queries import Q
+from taskroute.errors import TaskrouteError
+
+if TYPE_CHECKING:
+    from taskroute.schema.context import Services
+
+log = logging.getLogger(__name__)
+
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+_GAUGE_MODE: dict[str, Any] = {"multiprocess_mode": "mostrecent"} if MULTIPROCESS else {}
+
+CLAIMS = Counter(
+    "taskroute_claims_total",
+    "Claims that handed a task to an expert (outcome: new claim, or the expert's held one)",
+    ["outcome"],
+)
+CLAIMS_EMPTY = Counter("taskroute_claims_empty_total", "Claims that found nothing to do")
+LEASE_EXPIRIES = Counter(
+    "taskroute_lease_expiries_total",
+    "Leases that expired without a submit, by what became of the task",
+    ["result"],
+)
+SUBMIT_SECONDS = Histogram(
+    "taskroute_submit_seconds",
+    "Time to store a submit (answer, receipt, payout), by outcome",
+    ["outcome"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+WAKEUPS = Counter("taskroute_wakeups_total", "Waiting experts woken because matching work appeared")
+HTTP_REQUESTS = Counter(
+    "taskroute_http_requests_total",
+    "HTTP requests by route template and status",
+    ["method", "route", "status"],
+)
+HTTP_SECONDS = Histogram(
+    "taskroute_http_request_seconds",
+    "HTTP request latency by route template",
+    ["method", "route"],
+)
+OPEN_TASKS = Gauge(
+    "taskroute_open_tasks",
+    "Open (claimable) tasks by skill, refreshed on scrape",
+    ["skill"],
+    **_GAUGE_MODE,
+)
+INGEST_LAG = Gauge(
+    "taskroute_ingest_lag_seconds",
+    "Age of the oldest project still ingesting (0 when none), refreshed on scrape",
+    **_GAUGE_MODE,
+)
+POOL_SIZE = Gauge("taskroute_db_pool_connections", "Pooled connections", ["state"], **_GAUGE_MODE)
+
+# Seconds between database queries for the scrape-time gauges.
+DB_GAUGE_TTL = 10.0
+# A scrape never waits longer than this for the database.
+DB_GAUGE_TIMEOUT = 2.0
+# At most this many skills are reported (the rest are summed under "_other").
+MAX_SKILL_SERIES = 500
+
+
+def count_expired(rows: Any) -> None:
+    """Count the rows `leases_release_expired` returned (each has a `status`)."""
+    for row in rows:
+        LEASE_EXPIRIES.labels(row["status"]).inc()
+
+
+class _DbGauges:
+    def __init__(self) -> None:
+        self.refreshed_at = 0.0
+        self.skills: set[str] = set()
+        self.lock = asyncio.Lock()
+
+    async def refresh(self, services: Services) -> None:
+        if time.monotonic() - self.refreshed_at < DB_GAUGE_TTL:
+            return
+        async with self.lock:
+            if time.monotonic() - self.refreshed_at < DB_GAUGE_TTL:
+                return
+            self.refreshed_at = time.monotonic()
+            try:
+                async with services.db.connection() as conn, conn.transaction(readonly=True):
+                    await conn.execute(Q["metrics_statement_timeout"])
+                    open_rows = await conn.fetch(Q["metrics_open_tasks_by_skill"])
+                    lag = await conn.fetchval(Q["metrics_ingest_lag"])
+            except Exception as exc:  # a slow or absent database must not break scraping
+                log.warning("metrics: database gauges not refreshed: %s", type(exc).__name__)
+                return
+            counts: dict[str, int] = {}
+            for i, row in enumerate(open_rows):
+                key = row["skill"] if i < MAX_SKILL_SERIES else "_other"
+                counts[key] = counts.get(key, 0) + row["n"]
+            for gone in self.skills - set(counts):
+                OPEN_TASKS.remove(gone)
+            for skill, n in counts.items():
+                OPEN_TASKS.labels(skill).set(n)
+            self.skills = set(counts)
+            INGEST_LAG.set(float(lag or 0.0))
+
+
+_db_gauges = _DbGauges()
+
+
+def _registry() -> CollectorRegistry | None:
+    if not MULTIPROCESS:
+        return None  # the default registry
+    registry = CollectorRegistry()
+    _mp.MultiProcessCollector(registry)
+    return registry
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    services: Services = request.state.services
+    pool = services.db.pool
+    POOL_SIZE.labels("total").set(pool.get_size())
+    POOL_SIZE.labels("idle").set(pool.get_idle_size())
+    try:
+        await asyncio.wait_for(_db_gauges.refresh(services), DB_GAUGE_TIMEOUT + 1)
+    except TimeoutError:
+        log.warning("metrics: database gauges timed out")
+    registry = _registry()
+    body = generate_latest(registry) if registry is not None else generate_latest()
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+@contextlib.contextmanager
+def timed(histogram: Histogram) -> Iterator[None]:
+    """Observe the block's duration, labelled "ok" or with the error code it raised."""
+    start = time.perf_counter()
+    outcome = "ok"
+    try:
+        yield
+    except TaskrouteError as exc:
+        outcome = exc.code
+        raise
+    except BaseException:
+        outcome = "INTERNAL"
+        raise
+    finally:
+        histogram.labels(outcome).observe(time.perf_counter() - start)

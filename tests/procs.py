@@ -1,0 +1,145 @@
+"""Processes for fault tests: `taskroute serve` subprocesses and a private Postgres cluster.
+
+The private cluster exists so a test can restart Postgres without touching the shared one
+other tests (and other people) use. It needs /usr/lib/postgresql/<v>/bin and, when running as
+root, the `postgres` OS user (initdb refuses root); otherwise the test is skipped.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServeProcess:
+    """`python -m taskroute serve` on a fixed loopback port (kept across restarts)."""
+
+    def __init__(self, database_url: str, log_path: Path, **env: str) -> None:
+        self.port = free_port()
+        self.database_url = database_url
+        self.log_path = log_path
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.database_url,
+            "PYTHONPATH": str(ROOT),
+            "TASKROUTE_LOG_FORMAT": "json",
+            **self.env,
+        }
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
+        cmd = [sys.executable, "-m", "taskroute", "serve", "--port", str(self.port)]
+        self.proc = subprocess.Popen(
+            cmd, env=env, cwd=str(ROOT), stdout=self._log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"server not up in {timeout}s: {self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no draining, like a crashed machine."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self._close_log()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return Path(found[-1]).parent if found else None
+
+
+class PrivatePostgres:
+    """A throwaway Postgres cluster on a free loopback port, ours to stop and restart."""
+
+    def __init__(self) -> None:
+        bindir = _pg_bin()
+        if bindir is None:
+            pytest.skip("no Postgres binaries under /usr/lib/postgresql")
+        self.bin = bindir
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="taskroute_pg_"))
+        self.data = self.dir / "data"
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            if shutil.which("runuser") is None:
+                pytest.skip("running as root without runuser: cannot run initdb")
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
+                   "--auth=trust", "-E", "UTF8"], timeout=120)  # fmt: skip
+
+    def _run(self, cmd: list[str], timeout: float = 60) -> None:
+        subprocess.run(
+            self.as_user + cmd, check=True, timeout=timeout, capture_output=True, cwd=self.dir
+        )
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -h 127.0.0.1 -k {self.dir} -c fsync=off"
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts,
+                   "-l", str(self.dir / "log"), "-w", "-t", "60", "start"])  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"])
+
+    def destroy(self) -> None:
+        try:
+            if (self.data / "postmaster.pid").exists():
+                self.stop("immediate")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)

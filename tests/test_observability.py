@@ -1,0 +1,130 @@
+"""Request ids, JSON logs, health and readiness, Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Iterator
+
+import asyncpg
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from taskroute.observability import metrics
+from taskroute.observability.logs import JsonFormatter
+
+from .helpers import Api, tasks_of
+
+
+async def scrape(api: Api) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    r = await api.http.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    out = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_request_id_in_and_out(api: Api) -> None:
+    r = await api.http.get("/healthz", headers={"X-Request-ID": "abc-123.x"})
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.headers["x-request-id"] == "abc-123.x"
+    r = await api.http.get("/healthz")
+    assert re.fullmatch(r"[0-9a-f]{32}", r.headers["x-request-id"])
+    for bad in ("has space", "x" * 200, "new\\nline"):
+        r = await api.http.get("/healthz", headers={"X-Request-ID": bad})
+        assert re.fullmatch(r"[0-9a-f]{32}", r.headers["x-request-id"])
+    # Error responses carry it too (GraphQL and REST).
+    r = await api.http.post("/v1/tasks/next", headers={"X-Request-ID": "rest-err"})
+    assert r.status_code == 401 and r.headers["x-request-id"] == "rest-err"
+    headers = {"X-Request-ID": "gql-err", "Content-Type": "application/json"}
+    r = await api.http.post("/graphql", content=b"{", headers=headers)
+    assert r.status_code == 400 and r.headers["x-request-id"] == "gql-err"
+
+
+@pytest.fixture
+def json_lines() -> Iterator[list[str]]:
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(self.format(record))
+
+    handler = Capture()
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("taskroute")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield lines
+    logger.removeHandler(handler)
+    logger.setLevel(old_level)
+
+
+async def test_access_log_is_json_with_request_id(api: Api, json_lines: list[str]) -> None:
+    await api.http.get("/readyz", headers={"X-Request-ID": "trace-me-1"})
+    entries = [json.loads(line) for line in json_lines]
+    mine = [e for e in entries if e.get("request_id") == "trace-me-1"]
+    assert mine, entries
+    access = mine[-1]
+    assert access["logger"] == "taskroute.access"
+    assert access["status"] == 200 and access["route"] == "/readyz"
+    assert access["msg"] == "GET /readyz 200" and isinstance(access["ms"], float)
+
+
+async def test_readyz_reports_checks(api: Api) -> None:
+    r = await api.http.get("/readyz")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ready", "checks": {"database": "ok"}}
+
+
+async def test_metrics(api: Api, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "DB_GAUGE_TTL", 0.0)  # refresh the database gauges every scrape
+    before = await scrape(api)
+    customer = await api.create_customer()
+    expert = await api.create_expert(["obs"])
+    idle = await api.create_expert(["obs-none"], name="idle")
+    await api.create_project(customer["token"], tasks_of("obs", 3), leaseSeconds=1)
+
+    mid = await scrape(api)
+    assert value(mid, "taskroute_open_tasks", skill="obs") == 3
+
+    claim = await api.claim(expert["token"])
+    assert claim is not None
+    assert await api.claim(expert["token"]) == claim  # the held claim, handed back
+    assert await api.claim(idle["token"]) is None
+    await api.submit(expert["token"], claim["assignmentId"], {"ok": True})
+    second = await api.claim(expert["token"])
+    assert second is not None
+    # Let the 1 s lease run out; the sweeper (every 0.2 s in tests) returns the task.
+    for _ in range(100):
+        if await db.fetchval("SELECT count(*) FROM assignments WHERE status = 'expired'"):
+            break
+        await asyncio.sleep(0.05)
+    await db.execute(
+        "UPDATE projects SET status = 'ingesting', created_at = now() - '30 s'::interval"
+    )
+
+    after = await scrape(api)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("taskroute_claims_total", outcome="new") == 2
+    assert delta("taskroute_claims_total", outcome="held") == 1
+    assert delta("taskroute_claims_empty_total") == 1
+    assert delta("taskroute_submit_seconds_count", outcome="ok") == 1
+    assert delta("taskroute_lease_expiries_total", result="open") == 1
+    assert value(after, "taskroute_open_tasks", skill="obs") == 2  # one done, two open again
+    assert value(after, "taskroute_ingest_lag_seconds") >= 30
+    assert value(after, "taskroute_db_pool_connections", state="total") >= 1
+    assert delta("taskroute_http_requests_total", method="POST", route="/graphql",
+                 status="200") >= 8  # fmt: skip

@@ -1,0 +1,101 @@
+"""The connection pool exhausted: requests wait up to TASKROUTE_POOL_TIMEOUT, then fail cleanly.
+
+Two claims of one expert whose row we lock from outside hold both pooled connections (they wait
+on the lock inside their transactions); every other request then finds the pool empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest_asyncio
+
+from .conftest import InProcessServer
+from .conftest import test_settings as make_settings
+from .helpers import Api, tasks_of
+
+POOL_TIMEOUT = 0.5
+
+
+@pytest_asyncio.fixture
+async def small_pool_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    settings = make_settings(
+        database_url, tmp_path, pool_min=1, pool_max=2, pool_timeout=POOL_TIMEOUT,
+        sweep_interval=60.0,
+    )  # fmt: skip
+    srv = InProcessServer(settings)
+    await srv.start()
+    async with Api(srv.url) as api:
+        yield api
+    await srv.stop()
+
+
+async def test_pool_exhausted_requests_fail_cleanly_then_recover(
+    small_pool_api: Api, database_url: str, db: asyncpg.Connection
+) -> None:
+    api = small_pool_api
+    customer = await api.create_customer()
+    blocked = await api.create_expert(["s"], name="blocked")
+    other = await api.create_expert(["s"], name="other")
+    await api.create_project(customer["token"], tasks_of("s", 5))
+
+    locker = await asyncpg.connect(database_url)
+    tx = locker.transaction()
+    await tx.start()
+    await locker.execute("SELECT 1 FROM experts WHERE id = $1 FOR UPDATE", blocked["id"])
+    try:
+        # Both pooled connections end up waiting on the expert row we hold.
+        holders = [asyncio.create_task(api.claim(blocked["token"])) for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while (
+            await db.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            )
+            < 2
+        ):
+            assert time.monotonic() < deadline, "the two claims never blocked"
+            await asyncio.sleep(0.05)
+
+        # GraphQL: a field error with code UNAVAILABLE (not masked), after about the timeout.
+        t0 = time.monotonic()
+        r = await api.http.post(
+            "/graphql",
+            json={"query": "mutation { claimNextTask { assignmentId } }"},
+            headers={
+                "Authorization": f"Bearer {other['token']}",
+                "Accept": "application/graphql-response+json",
+            },
+        )
+        waited = time.monotonic() - t0
+        body = r.json()
+        assert r.status_code == 200, r.text  # data is present ({"claimNextTask": null})
+        assert body["data"] == {"claimNextTask": None}
+        assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAVAILABLE"]
+        assert "busy" in body["errors"][0]["message"]
+        assert r.headers["retry-after"] == "1"
+        assert waited >= POOL_TIMEOUT * 0.9
+
+        # REST: 503 with the JSON error body.
+        r = await api.rest("POST", "/v1/tasks/next", other["token"])
+        assert r.status_code == 503
+        assert r.json()["error"]["code"] == "UNAVAILABLE"
+
+        # Readiness reflects it too.
+        assert (await api.http.get("/readyz")).status_code == 503
+        # Nothing was claimed by the refused requests.
+        assert await db.fetchval("SELECT count(*) FROM assignments") == 0
+    finally:
+        await tx.rollback()
+        await locker.close()
+
+    # The blocked claims complete once the lock goes; the pool serves everyone again.
+    claims = await asyncio.wait_for(asyncio.gather(*holders), 10)
+    assert claims[0] is not None and claims[0] == claims[1]  # the same held claim, twice
+    assert await api.claim(other["token"]) is not None
+    assert (await api.http.get("/readyz")).status_code == 200
+    assert await db.fetchval("SELECT count(*) FROM assignments") == 2
