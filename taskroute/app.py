@@ -15,12 +15,17 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.types.unset import UNSET, UnsetType
 
 from taskroute import rest
 from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.realtime.backend import PostgresNotifyBackend
+from taskroute.realtime.hub import Hub
+from taskroute.realtime.notify import NOTIFIER
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
@@ -32,6 +37,23 @@ class GraphQLApp(GraphQL[Context, None]):
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         services: Services = request.state.services
         return Context(services, request.headers.get("authorization"), request, response)
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """Authenticate a WebSocket from `connection_init` {"Authorization": "Bearer ..."}
+        (falling back to the upgrade request's header); refuse it otherwise (4403)."""
+        params = context.connection_params or {}
+        header = params.get("Authorization", params.get("authorization"))
+        if header is not None:
+            if not isinstance(header, str):
+                raise ConnectionRejectionError(
+                    {"code": "UNAUTHENTICATED", "message": "Authorization must be a string"}
+                )
+            context.authorization = header
+        try:
+            await context.viewer()
+        except TaskrouteError as exc:
+            raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
+        return UNSET
 
 
 class BodyLimit:
@@ -80,7 +102,11 @@ async def readyz(request: Request) -> Response:
         await asyncio.wait_for(services.db.fetchval("SELECT 1"), timeout=2)
     except Exception as exc:  # any failure means not ready
         return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, status_code=503)
-    return JSONResponse({"status": "ready"})
+    hub: Hub | None = services.extras.get("hub")
+    if hub is not None and not hub.healthy:
+        # Subscriptions would miss events until the listener reconnects.
+        return JSONResponse({"status": "unavailable", **hub.health()}, status_code=503)
+    return JSONResponse({"status": "ready", **(hub.health() if hub else {})})
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -101,6 +127,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         await migrate_url(url)
         pool = await create_pool(url, settings.pool_min, settings.pool_max)
         services = Services(Database(pool, settings.pool_timeout), settings)
+        hub = Hub(
+            PostgresNotifyBackend(url, probe_interval=settings.listen_probe_interval), services.db
+        )
+        await hub.start()
+        services.extras["hub"] = hub
+        NOTIFIER.start(services.db)
         sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
         try:
             yield {"services": services}
@@ -108,6 +140,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+            await NOTIFIER.stop()
+            await hub.stop()
             await pool.close()
             del embedded  # pgserver stops it when the last handle goes
 

@@ -49,6 +49,8 @@ class Settings:
     introspection: bool = True
     # Origins allowed to open WebSockets (comma separated); empty -> same-origin only.
     allowed_origins: tuple[str, ...] = field(default_factory=tuple)
+    # Seconds between health probes of the LISTEN connection (a dead one is replaced).
+    listen_probe_interval: float = 5.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -67,5 +69,6 @@ class Settings:
             max_payload_bytes=_int("TASKROUTE_MAX_PAYLOAD_BYTES", 1024 * 1024),
             max_tasks_per_request=_int("TASKROUTE_MAX_TASKS_PER_REQUEST", 100_000),
             introspection=_bool("TASKROUTE_INTROSPECTION", True),
+            listen_probe_interval=_float("TASKROUTE_LISTEN_PROBE_INTERVAL", 5.0),
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
         )

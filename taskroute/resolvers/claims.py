@@ -18,6 +18,7 @@ from taskroute.errors import (
     NotFound,
     ProjectCanceled,
 )
+from taskroute.realtime import notify
 from taskroute.resolvers.validation import canonical_json
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -44,6 +45,8 @@ class Claim:
 class Lease:
     assignment_id: UUID
     lease_until: datetime
+    # an open task with higher priority than the held one is claimable by this expert
+    has_high_priority_tasks: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,11 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
         if held is not None:
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
-        await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
+        released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
+        await notify_released(conn, released)
         row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
         if row is None:
+            notify.progress_changed(*{r["project_id"] for r in released})
             return None
         await conn.execute(
             Q["audit_insert"],
@@ -83,6 +88,7 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             row["task_id"],
             "claim",
         )
+    notify.progress_changed(row["project_id"], *{r["project_id"] for r in released})
     return _claim_from_row(row)
 
 
@@ -100,7 +106,7 @@ async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease
     async with db.transaction() as conn:
         row = await conn.fetchrow(Q["assignment_heartbeat"], assignment_id, expert_id)
         if row is not None:
-            return Lease(row["id"], row["lease_until"])
+            return Lease(row["id"], row["lease_until"], row["has_high_priority_tasks"])
         current = await _explain_missing(conn, assignment_id, expert_id)
     if current["status"] == "submitted":
         raise AlreadySubmitted("this assignment was already submitted")
@@ -148,10 +154,21 @@ async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any
             found["project_id"],
             found["project_pay_cents"],
         )
+    notify.progress_changed(found["project_id"])
     return _receipt(stored, assignment_id)
+
+
+async def notify_released(conn: asyncpg.Connection, released: list[asyncpg.Record]) -> None:
+    """Inside the releasing transaction: wake experts for the tasks that reopened."""
+    await notify.tasks_opened(
+        conn, [(r["skill"], r["project_id"], 1) for r in released if r["status"] == "open"]
+    )
 
 
 async def release_expired(db: Database, limit: int = SWEEP_BATCH) -> list[asyncpg.Record]:
     """One sweep: expired leases go back to the pool (or fail after max_retries)."""
     async with db.transaction() as conn:
-        return await conn.fetch(Q["leases_release_expired"], limit, None)
+        released = await conn.fetch(Q["leases_release_expired"], limit, None)
+        await notify_released(conn, released)
+    notify.progress_changed(*{r["project_id"] for r in released})
+    return released

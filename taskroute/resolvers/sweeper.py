@@ -7,7 +7,8 @@ import logging
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.resolvers.claims import SWEEP_BATCH
+from taskroute.realtime import notify
+from taskroute.resolvers.claims import SWEEP_BATCH, notify_released
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,8 @@ async def sweep_once(db: Database) -> int:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], SWEEP_LOCK_KEY):
             return 0
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
+        await notify_released(conn, released)
+    notify.progress_changed(*{r["project_id"] for r in released})
     if released:
         log.info("sweeper released %d expired leases", len(released))
     return len(released)

@@ -16,11 +16,12 @@ from strawberry.tools import merge_types
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
 from .errors import ErrorCodes
+from .realtime import RealtimeSubscription
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (CoreQuery,)
 MUTATIONS: tuple[type, ...] = (CoreMutation,)
-SUBSCRIPTIONS: tuple[type, ...] = ()
+SUBSCRIPTIONS: tuple[type, ...] = (RealtimeSubscription,)
 
 MAX_DEPTH = 12
 MAX_TOKENS = 5000
