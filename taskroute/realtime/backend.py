@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 # Not a Postgres channel: only ever produced locally, after a reconnect or an overflow.
 RESYNC_CHANNEL = "taskroute.resync"
+LISTENER_APPLICATION_NAME = "taskroute-listener"
 
 
 class PostgresNotifyBackend(BroadcastBackend):
@@ -143,7 +144,12 @@ class PostgresNotifyBackend(BroadcastBackend):
         self._lost.set()
 
     async def _open(self) -> None:
-        conn = await asyncpg.connect(self._url, timeout=self.probe_timeout + 3)
+        conn = await asyncpg.connect(
+            self._url,
+            timeout=self.probe_timeout + 3,
+            # named so operators (and tests) can find it in pg_stat_activity
+            server_settings={"application_name": LISTENER_APPLICATION_NAME},
+        )
         try:
             conn.add_termination_listener(self._on_terminate)
             async with self._lock:
