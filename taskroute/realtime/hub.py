@@ -124,7 +124,8 @@ class Hub:
             "listener": "ok" if self.healthy else "down",
             "reconnects": getattr(self.backend, "reconnects", 0),
             "seconds_since_probe": round(time.monotonic() - last_ok, 1) if last_ok else None,
-            "task_waiters": sum(len(r) for r in self._rotation.values()),
+            "task_waiters": len({w for r in self._rotation.values() for w in r}),
+            "wakeups": self.wakeups,
             "progress_watchers": sum(len(w) for w in self._watches.values()),
         }
 
