@@ -234,10 +234,12 @@ async def test_rolled_back_notifications_are_never_delivered(api: Api, database_
     expert = await api.create_expert(["grading"])
     sub = await subscribe_tasks(api, expert["token"], ["grading"])
     conn = await asyncpg.connect(database_url)
+    saved = notify.NOTIFIER.min_interval
+    notify.NOTIFIER.min_interval = 60.0  # so the second hint is surely deferred
     try:
         await wait_for_waiters(api, 1)
         fake = "00000000-0000-0000-0000-000000000001"
-        before = notify.NOTIFIER.sent_deferred
+        dropped = notify.NOTIFIER.dropped_aborted
         tx = conn.transaction()
         await tx.start()
         # The in-process server shares this process's notifier: the first call notifies in
@@ -250,33 +252,36 @@ async def test_rolled_back_notifications_are_never_delivered(api: Api, database_
         real = await api.create_project(customer["token"], tasks_of("grading", 1))
         event = await sub.next()
         assert event["data"]["taskAvailable"]["projectId"] == real["project"]["id"]
-        assert notify.NOTIFIER.sent_deferred == before  # the aborted one was dropped
+        assert notify.NOTIFIER.dropped_aborted == dropped + 1  # the deferred one was dropped
     finally:
+        notify.NOTIFIER.min_interval = saved
         await conn.close()
         await sub.close()
 
 
 async def test_debounced_hints_arrive_after_commit(api: Api) -> None:
-    """A burst of opening transactions in one skill: later ones are deferred, yet every
-    waiter that should wake does, for committed work."""
+    """Opening transactions in one skill closer together than the debounce interval: all but
+    the first are deferred to the flusher, and still every task wakes its own waiter."""
     customer = await api.create_customer()
     expert = await api.create_expert(["grading"])
     subs = [await subscribe_tasks(api, expert["token"], ["grading"]) for _ in range(4)]
     collector = Collector(subs)
+    saved = notify.NOTIFIER.min_interval
+    notify.NOTIFIER.min_interval = 60.0  # every hint after the first is deferred
     try:
         await wait_for_waiters(api, 4)
-        before = notify.NOTIFIER.sent_deferred
-        projects = await asyncio.gather(
-            *(
-                api.create_project(customer["token"], tasks_of("grading", 1), name=f"b{i}")
-                for i in range(4)
-            )
-        )
+        before = (notify.NOTIFIER.sent_in_transaction, notify.NOTIFIER.sent_deferred)
+        projects = [
+            await api.create_project(customer["token"], tasks_of("grading", 1), name=f"b{i}")
+            for i in range(4)
+        ]
         await collector.until_total(4)
         got = {e[0]["data"]["taskAvailable"]["projectId"] for e in collector.events}
         assert got == {p["project"]["id"] for p in projects}
-        assert notify.NOTIFIER.sent_deferred > before, "the burst should have been debounced"
+        sent_in_tx = notify.NOTIFIER.sent_in_transaction - before[0]
+        assert sent_in_tx == 1 and notify.NOTIFIER.sent_deferred > before[1]
     finally:
+        notify.NOTIFIER.min_interval = saved
         await collector.close()
 
 

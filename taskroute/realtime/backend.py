@@ -115,10 +115,13 @@ class PostgresNotifyBackend(BroadcastBackend):
                     self._lost.set()
 
     async def publish(self, channel: str, message: Any) -> None:
-        conn = self._conn
-        if conn is None or conn.is_closed():
-            raise ConnectionError("the NOTIFY listener connection is down")
-        await conn.execute("SELECT pg_notify($1, $2)", channel, str(message))
+        # taskroute itself sends NOTIFYs inside its own transactions (see `notify`); this is
+        # broadcaster's interface, for tools and tests.
+        async with self._lock:
+            conn = self._conn
+            if conn is None or conn.is_closed():
+                raise ConnectionError("the NOTIFY listener connection is down")
+            await conn.execute("SELECT pg_notify($1, $2)", channel, str(message))
 
     async def next_published(self) -> Event:
         while not self._events:
@@ -166,8 +169,15 @@ class PostgresNotifyBackend(BroadcastBackend):
         conn = self._conn
         if conn is None or conn.is_closed():
             return False
+
+        async def probe() -> None:
+            # Under the lock: one asyncpg connection runs one statement at a time, and a
+            # LISTEN hanging on a dead connection must count against the probe's timeout.
+            async with self._lock:
+                await conn.fetchval("SELECT 1")
+
         try:
-            await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=self.probe_timeout)
+            await asyncio.wait_for(probe(), timeout=self.probe_timeout)
         except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
             return False
         self.last_ok = time.monotonic()

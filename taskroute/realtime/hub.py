@@ -79,9 +79,14 @@ class ProgressWatch:
 
     project_id: str
     latest: dict[str, int] | None = None
+    # what this watcher was last given, so an unchanged recount is not pushed again
+    offered: dict[str, int] | None = None
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
     def offer(self, counts: dict[str, int]) -> None:
+        if counts == self.offered:
+            return
+        self.offered = counts
         self.latest = counts
         self.event.set()
 
@@ -107,7 +112,6 @@ class Hub:
         self._rotation: dict[str, OrderedDict[int, TaskWaiter]] = {}
         self._channel_skill: dict[str, str] = {}
         self._watches: dict[str, set[ProgressWatch]] = {}
-        self._last_counts: dict[str, dict[str, int]] = {}
         self._dirty: set[str] = set()
         self._dirty_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -236,7 +240,6 @@ class Hub:
             watchers.discard(watch)
             if not watchers:
                 self._watches.pop(key, None)
-                self._last_counts.pop(key, None)
             if not self._watches:
                 with contextlib.suppress(Exception):
                     await self.backend.unsubscribe(PROGRESS_CHANNEL)
@@ -270,9 +273,6 @@ class Hub:
                 self._dirty_event.set()
                 counts = {}
             for project, c in counts.items():
-                if self._last_counts.get(project) == c:
-                    continue
-                self._last_counts[project] = c
                 for watch in list(self._watches.get(project, ())):
                     watch.offer(c)
             await asyncio.sleep(self.progress_interval)

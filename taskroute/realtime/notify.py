@@ -53,11 +53,14 @@ class Notifier:
         self._dirty_projects: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        # counters of task hints (tests and operators read them)
         self.sent_in_transaction = 0
         self.sent_deferred = 0
+        self.dropped_aborted = 0
 
     def start(self, db: Database) -> None:
         self.db = db
+        self._wake = asyncio.Event()  # bound to the running loop
         self._task = asyncio.create_task(self._run(), name="notify-flusher")
 
     async def stop(self) -> None:
@@ -68,7 +71,11 @@ class Notifier:
             self._task = None
         with contextlib.suppress(Exception):
             await self._flush(final=True)
+        # Nothing carries over to a later start (possibly on another database).
         self.db = None
+        self._deferred.clear()
+        self._dirty_projects.clear()
+        self._last_sent.clear()
 
     # --- called by resolvers ------------------------------------------------------------
 
@@ -157,9 +164,11 @@ class Notifier:
                         waiting = True
                         continue
                     projects = per_xid.pop(xid)
-                    if state != "aborted":  # committed, or too old to know: send the hint
-                        for project, n in projects.items():
-                            counts[project] += n
+                    if state == "aborted":
+                        self.dropped_aborted += 1
+                        continue
+                    for project, n in projects.items():  # committed, or too old to know
+                        counts[project] += n
                 if not per_xid:
                     del self._deferred[skill]
                 if counts:
@@ -167,9 +176,9 @@ class Notifier:
                     for payload in tasks_payloads(counts):
                         channels.append(skill_channel(skill))
                         payloads.append(payload)
+                        self.sent_deferred += 1
         if channels:
             await db.fetchval(Q["notify_many"], channels, payloads)
-            self.sent_deferred += len(channels)
         return waiting
 
 
