@@ -495,3 +495,97 @@ async def test_task_opened_via_one_process_wakes_expert_on_another(
                 await sub2.close()
         finally:
             await sub.close()
+
+
+# --- a silently dead listener (no RST): only the probe can notice ----------------------------
+
+
+class FreezableProxy:
+    """A loopback TCP proxy to Postgres; `freeze()` stops moving bytes on every connection open
+    so far without closing it, like a cut network cable. Later connections work normally."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.frozen: set[int] = set()
+        self.conns: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def freeze(self) -> None:
+        self.frozen.update(range(len(self.conns)))
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        index = len(self.conns)
+        self.conns.append((writer, up_writer))
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    while index in self.frozen:
+                        await asyncio.sleep(3600)  # hold the bytes: nothing gets through
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for a, b in self.conns:
+            a.close()
+            b.close()
+
+
+async def test_frozen_listener_detected_by_probe(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection
+) -> None:
+    from .conftest import InProcessServer, test_settings
+
+    pg_port = int(database_url.rsplit(":", 1)[1].split("/", 1)[0])
+    proxy = FreezableProxy(pg_port)
+    await proxy.start()
+    proxied = database_url.replace(f":{pg_port}/", f":{proxy.port}/")
+    srv = InProcessServer(test_settings(proxied, tmp_path, listen_probe_interval=0.3))
+    await srv.start()
+    try:
+        async with Api(srv.url) as api:
+            customer = await api.create_customer()
+            expert = await api.create_expert(["grading"])
+            sub = await subscribe_tasks(api, expert["token"], ["grading"])
+            try:
+                await wait_for_waiters(api, 1)
+                # One event first: the subscription is fully set up (it reads the database
+                # once while starting, which a frozen pool would block forever).
+                await api.create_project(customer["token"], tasks_of("grading", 1))
+                assert (await sub.next())["data"]["taskAvailable"]["recheck"] is False
+                proxy.freeze()  # the listener's socket stays open but goes silent
+                recheck = await sub.next(timeout=30)
+                assert recheck["data"]["taskAvailable"]["recheck"] is True
+                # The new listener LISTENs again: a NOTIFY sent now (straight to Postgres,
+                # as the frozen pool cannot) reaches the subscriber. Resent until it does, in
+                # case a loaded machine made a probe time out once more.
+                fake = "00000000-0000-0000-0000-00000000000f"
+                async with asyncio.timeout(30):
+                    while True:
+                        await db.execute(
+                            "SELECT pg_notify($1, $2)",
+                            skill_channel("grading"),
+                            json.dumps({"p": {fake: 1}, "x": uuid.uuid4().hex}),
+                        )
+                        try:
+                            event = await sub.next(timeout=1)
+                        except TimeoutError:
+                            continue
+                        if event["data"]["taskAvailable"]["projectId"] == fake:
+                            break
+            finally:
+                await sub.close()
+    finally:
+        await proxy.close()  # unblocks the frozen pool connections, so the server can stop
+        await srv.stop()

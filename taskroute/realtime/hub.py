@@ -115,6 +115,7 @@ class Hub:
         self._dirty: set[str] = set()
         self._dirty_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._started_waiters = 0
         self.wakeups = 0  # hints handed to waiters (tests and the bench read it)
         self.events = 0
 
@@ -128,7 +129,8 @@ class Hub:
             "listener": "ok" if self.healthy else "down",
             "reconnects": getattr(self.backend, "reconnects", 0),
             "seconds_since_probe": round(time.monotonic() - last_ok, 1) if last_ok else None,
-            "task_waiters": len({w for r in self._rotation.values() for w in r}),
+            # fully started subscriptions (listening, initial check done)
+            "task_waiters": self._started_waiters,
             "wakeups": self.wakeups,
             "progress_watchers": sum(len(w) for w in self._watches.values()),
         }
@@ -165,6 +167,7 @@ class Hub:
             yield None
             return
         waiter = TaskWaiter(expert_id, [r["skill"] for r in rows])
+        started = False
         listen = []
         for skill in waiter.skills:
             rotation = self._rotation.setdefault(skill, OrderedDict())
@@ -180,8 +183,12 @@ class Hub:
             for r in await self.db.fetch(Q["expert_skills_available"], expert_id, skills):
                 if r["project_id"] is not None and r["skill"] in waiter.skills:
                     waiter.offer(r["skill"], str(r["project_id"]))
+            started = True
+            self._started_waiters += 1
             yield waiter
         finally:
+            if started:
+                self._started_waiters -= 1
             for skill in waiter.skills:
                 rotation = self._rotation.get(skill)
                 if rotation is None:
