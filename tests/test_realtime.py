@@ -121,6 +121,30 @@ async def test_subscription_input_errors(api: Api) -> None:
     assert body["task_waiters"] == 0
 
 
+async def test_only_experts_good_enough_are_woken(api: Api) -> None:
+    customer = await api.create_customer()
+    novice = await api.create_expert([{"skill": "grading", "quality": 0.5}], name="novice")
+    master = await api.create_expert([{"skill": "grading", "quality": 0.95}], name="master")
+    # The novice subscribes first, so a quality-blind rotation would wake them first.
+    low = await subscribe_tasks(api, novice["token"], ["grading"])
+    await wait_for_waiters(api, 1)
+    high = await subscribe_tasks(api, master["token"], ["grading"])
+    try:
+        await wait_for_waiters(api, 2)
+        hard = await api.create_project(
+            customer["token"], tasks_of("grading", 1), name="hard", minQuality=0.9
+        )
+        event = await high.next()
+        assert event["data"]["taskAvailable"]["projectId"] == hard["project"]["id"]
+        easy = await api.create_project(customer["token"], tasks_of("grading", 1), name="easy")
+        # The novice's first event is the easy task: the hard one never woke them.
+        event = await low.next()
+        assert event["data"]["taskAvailable"]["projectId"] == easy["project"]["id"]
+    finally:
+        await low.close()
+        await high.close()
+
+
 # --- fairness and no thundering herd -----------------------------------------------------
 
 
@@ -317,13 +341,16 @@ async def test_listener_killed_reconnects_and_wakes(api: Api, db: asyncpg.Connec
 
 
 def test_payloads_stay_far_below_the_notify_limit() -> None:
-    many = {f"{i:08d}-0000-0000-0000-000000000000": 100_000 + i for i in range(2000)}
-    payloads = tasks_payloads(many)
+    many = {f"{i:08d}-0000-0000-0000-000000000000": 1_000_000 + i for i in range(2000)}
+    quality = {p: 0.123456789 for p in many}
+    payloads = tasks_payloads(many, quality)
     assert len(payloads) > 1
-    assert max(len(p.encode()) for p in payloads) < 8000
+    assert max(len(p.encode()) for p in payloads) < 7000
     merged: dict[str, int] = {}
     for p in payloads:
-        merged.update(json.loads(p)["p"])
+        body = json.loads(p)
+        assert set(body["q"]) == set(body["p"])
+        merged.update(body["p"])
     assert merged == many
     # Channel names fit Postgres's 63-byte identifiers, even for the longest skill names.
     assert len(skill_channel("s" * 64).encode()) <= 63

@@ -15,8 +15,9 @@ from typing import Any
 # Postgres truncates identifiers at 63 bytes (and pg_notify refuses longer channel names).
 MAX_CHANNEL_BYTES = 63
 PROGRESS_CHANNEL = "tr.progress"
-# Per payload: at most this many projects (a UUID is 36 bytes; 150 of them stay < 7000 bytes).
-MAX_PROJECTS_PER_PAYLOAD = 150
+# Per payload: at most this many projects. A task entry is ~50 bytes (UUID, count) plus ~45
+# for its minimum quality, so 60 of them stay near 6000 bytes; a progress entry is ~40 bytes.
+MAX_PROJECTS_PER_PAYLOAD = 60
 
 
 def skill_channel(skill: str) -> str:
@@ -31,13 +32,23 @@ def _nonce() -> str:
     return secrets.token_hex(4)
 
 
-def tasks_payloads(counts_by_project: Mapping[str, int]) -> list[str]:
-    """`{"p": {project_id: n, ...}, "x": nonce}`, split so each payload stays small."""
+def tasks_payloads(
+    counts_by_project: Mapping[str, int], min_quality: Mapping[str, float] | None = None
+) -> list[str]:
+    """`{"p": {project_id: n}, "q": {project_id: min_quality}, "x": nonce}`, split so each
+    payload stays small. "q" lists only projects with a minimum quality above 0: the hub then
+    wakes only experts good enough to claim those tasks."""
     items = sorted(counts_by_project.items())
+    quality = min_quality or {}
     out = []
     for i in range(0, len(items), MAX_PROJECTS_PER_PAYLOAD):
         chunk = dict(items[i : i + MAX_PROJECTS_PER_PAYLOAD])
-        out.append(json.dumps({"p": chunk, "x": _nonce()}, separators=(",", ":")))
+        body: dict[str, Any] = {"p": chunk}
+        q = {p: round(quality[p], 4) for p in chunk if quality.get(p, 0) > 0}
+        if q:
+            body["q"] = q
+        body["x"] = _nonce()
+        out.append(json.dumps(body, separators=(",", ":")))
     return out
 
 

@@ -47,10 +47,14 @@ class Hint:
 class TaskWaiter:
     """One `taskAvailable` subscription: at most one pending hint per skill."""
 
-    def __init__(self, expert_id: UUID, skills: Sequence[str]) -> None:
+    def __init__(
+        self, expert_id: UUID, skills: Sequence[str], quality: dict[str, float] | None = None
+    ) -> None:
         self.id = next(_ids)
         self.expert_id = expert_id
         self.skills = tuple(skills)
+        # the expert's quality per skill when subscribing (tasks may require a minimum)
+        self.quality = quality or {}
         self._pending: dict[str, str | None] = {}
         self._event = asyncio.Event()
 
@@ -166,7 +170,9 @@ class Hub:
         if not rows:
             yield None
             return
-        waiter = TaskWaiter(expert_id, [r["skill"] for r in rows])
+        waiter = TaskWaiter(
+            expert_id, [r["skill"] for r in rows], {r["skill"]: r["quality"] for r in rows}
+        )
         started = False
         listen = []
         for skill in waiter.skills:
@@ -201,7 +207,7 @@ class Hub:
                     with contextlib.suppress(Exception):
                         await self.backend.unsubscribe(channel)
 
-    def _wake(self, skill: str, project_id: str, count: int) -> None:
+    def _wake(self, skill: str, project_id: str, count: int, min_quality: float = 0.0) -> None:
         rotation = self._rotation.get(skill)
         if not rotation:
             return
@@ -209,7 +215,8 @@ class Hub:
         for waiter in rotation.values():
             if len(woken) >= count:
                 break
-            if waiter.idle:
+            # float32 in Postgres: compare with a little slack, as a hint may be generous
+            if waiter.idle and waiter.quality.get(skill, 1.0) >= min_quality - 1e-6:
                 woken.append(waiter)
         for waiter in woken:
             waiter.offer(skill, project_id)
@@ -309,6 +316,8 @@ class Hub:
         projects = data.get("p")
         if skill is None or not isinstance(projects, dict):
             return
+        quality = data.get("q") if isinstance(data.get("q"), dict) else {}
         for project_id, count in projects.items():
-            if isinstance(count, int):
-                self._wake(skill, str(project_id), count)
+            q = quality.get(project_id, 0.0)
+            if isinstance(count, int) and isinstance(q, int | float):
+                self._wake(skill, str(project_id), count, float(q))

@@ -39,7 +39,8 @@ from .channels import PROGRESS_CHANNEL, progress_payloads, skill_channel, tasks_
 
 log = logging.getLogger(__name__)
 
-Opened = tuple[str, UUID | str, int]  # (skill, project_id, how many tasks became open)
+# (skill, project_id, how many tasks became open[, their min_quality, default 0])
+Opened = tuple[str, UUID | str, int] | tuple[str, UUID | str, int, float]
 
 
 class Notifier:
@@ -48,8 +49,9 @@ class Notifier:
         self.progress_interval = progress_interval
         self.db: Database | None = None
         self._last_sent: dict[str, float] = {}
-        # skill -> xid -> project -> count: opened in transactions not yet known committed
-        self._deferred: dict[str, dict[str, dict[str, int]]] = {}
+        # skill -> xid -> project -> [count, min_quality]: opened in transactions not yet
+        # known to have committed
+        self._deferred: dict[str, dict[str, dict[str, list[float]]]] = {}
         self._dirty_projects: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -81,9 +83,14 @@ class Notifier:
 
     async def tasks_opened(self, conn: asyncpg.Connection, opened: Iterable[Opened]) -> None:
         by_skill: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for skill, project_id, count in opened:
+        quality: dict[str, float] = {}
+        for skill, project_id, count, *rest in opened:
             if count > 0:
-                by_skill[skill][str(project_id)] += count
+                project = str(project_id)
+                by_skill[skill][project] += count
+                # the least demanding of a project's tasks decides who may be woken
+                q = float(rest[0]) if rest else 0.0
+                quality[project] = min(q, quality.get(project, q))
         if not by_skill:
             return
         now = time.monotonic()
@@ -93,7 +100,7 @@ class Notifier:
         for skill, counts in by_skill.items():
             if self.db is None or now - self._last_sent.get(skill, -1e9) >= self.min_interval:
                 self._last_sent[skill] = now
-                for payload in tasks_payloads(counts):
+                for payload in tasks_payloads(counts, quality):
                     channels.append(skill_channel(skill))
                     payloads.append(payload)
             else:
@@ -106,7 +113,9 @@ class Notifier:
             for skill in deferred:
                 per_project = self._deferred.setdefault(skill, {}).setdefault(xid, {})
                 for project, n in by_skill[skill].items():
-                    per_project[project] = per_project.get(project, 0) + n
+                    entry = per_project.setdefault(project, [0, quality[project]])
+                    entry[0] += n
+                    entry[1] = min(entry[1], quality[project])
             self._wake.set()
 
     def progress_changed(self, *project_ids: UUID | str) -> None:
@@ -158,6 +167,7 @@ class Notifier:
             for skill in list(self._deferred):
                 per_xid = self._deferred[skill]
                 counts: dict[str, int] = defaultdict(int)
+                quality: dict[str, float] = {}
                 for xid in list(per_xid):
                     state = status.get(xid)
                     if state == "in progress" and not final:
@@ -167,13 +177,14 @@ class Notifier:
                     if state == "aborted":
                         self.dropped_aborted += 1
                         continue
-                    for project, n in projects.items():  # committed, or too old to know
-                        counts[project] += n
+                    for project, (n, q) in projects.items():  # committed, or too old to know
+                        counts[project] += int(n)
+                        quality[project] = min(q, quality.get(project, q))
                 if not per_xid:
                     del self._deferred[skill]
                 if counts:
                     self._last_sent[skill] = now
-                    for payload in tasks_payloads(counts):
+                    for payload in tasks_payloads(counts, quality):
                         channels.append(skill_channel(skill))
                         payloads.append(payload)
                         self.sent_deferred += 1
@@ -189,8 +200,9 @@ NOTIFIER = Notifier()
 async def tasks_opened(conn: asyncpg.Connection, opened: Iterable[Opened]) -> None:
     """Tell subscribers that tasks became claimable. Call inside the opening transaction.
 
-    `opened` lists `(skill, project_id, count)`; repeated pairs are summed. Wakes roughly
-    `count` idle experts of `skill` per server process.
+    `opened` lists `(skill, project_id, count)` or `(skill, project_id, count, min_quality)`;
+    repeated pairs are summed. Wakes roughly `count` idle experts of `skill` per server
+    process, among those whose quality in `skill` is at least `min_quality` (default 0).
     """
     await NOTIFIER.tasks_opened(conn, opened)
 

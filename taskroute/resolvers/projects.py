@@ -58,10 +58,10 @@ async def insert_tasks(
         if status == "open":
             # Delivered at commit: one hint per task slot (redundancy slots per item).
             project = await conn.fetchrow(Q["project_get"], project_id, None)
-            slots = project["redundancy"] if project else 1
+            slots, q = (project["redundancy"], project["min_quality"]) if project else (1, 0.0)
             per_skill = Counter(s.skill for _, s in fresh)
             await notify.tasks_opened(
-                conn, [(skill, project_id, n * slots) for skill, n in per_skill.items()]
+                conn, [(skill, project_id, n * slots, q) for skill, n in per_skill.items()]
             )
     return len(fresh)
 

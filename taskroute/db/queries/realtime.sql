@@ -16,8 +16,9 @@ SELECT u.xid, pg_xact_status(u.xid::xid8) AS status FROM unnest($1::text[]) AS u
 
 -- name: expert_skills_available
 -- $1 expert_id, $2 skills to restrict to (NULL: all). Each active skill of an active expert,
--- with the project of one open task the expert could claim in it now (NULL if none).
-SELECT es.skill, c.project_id
+-- with the expert's quality in it and the project of one open task the expert could claim in
+-- it now (NULL if none).
+SELECT es.skill, es.quality, c.project_id
 FROM expert_skills es
 JOIN experts e ON e.id = es.expert_id
 LEFT JOIN LATERAL (
