@@ -28,6 +28,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -205,6 +206,19 @@ async def tasks_opened(conn: asyncpg.Connection, opened: Iterable[Opened]) -> No
     process, among those whose quality in `skill` is at least `min_quality` (default 0).
     """
     await NOTIFIER.tasks_opened(conn, opened)
+
+
+async def leases_released(conn: asyncpg.Connection, released: Iterable[Any]) -> None:
+    """Inside the transaction that ran `leases_release_expired`: hints for the rows it
+    reopened (status 'open'), each with its task's minimum quality."""
+    reopened = [r for r in released if r["status"] == "open"]
+    if not reopened:
+        return
+    rows = await conn.fetch(Q["tasks_min_quality"], [r["id"] for r in reopened])
+    quality = {row["id"]: row["min_quality"] for row in rows}
+    await tasks_opened(
+        conn, [(r["skill"], r["project_id"], 1, quality.get(r["id"], 0.0)) for r in reopened]
+    )
 
 
 def progress_changed(*project_ids: UUID | str) -> None:

@@ -75,20 +75,23 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
-        await notify_released(conn, released)
+        await notify.leases_released(conn, released)
         row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
-        if row is None:
-            notify.progress_changed(*{r["project_id"] for r in released})
-            return None
-        await conn.execute(
-            Q["audit_insert"],
-            expert_id,
-            row["customer_id"],
-            row["project_id"],
-            row["task_id"],
-            "claim",
-        )
-    notify.progress_changed(row["project_id"], *{r["project_id"] for r in released})
+        if row is not None:
+            await conn.execute(
+                Q["audit_insert"],
+                expert_id,
+                row["customer_id"],
+                row["project_id"],
+                row["task_id"],
+                "claim",
+            )
+    # After commit: dashboards recount what changed.
+    changed = {r["project_id"] for r in released}
+    if row is None:
+        notify.progress_changed(*changed)
+        return None
+    notify.progress_changed(row["project_id"], *changed)
     return _claim_from_row(row)
 
 
@@ -158,17 +161,10 @@ async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any
     return _receipt(stored, assignment_id)
 
 
-async def notify_released(conn: asyncpg.Connection, released: list[asyncpg.Record]) -> None:
-    """Inside the releasing transaction: wake experts for the tasks that reopened."""
-    await notify.tasks_opened(
-        conn, [(r["skill"], r["project_id"], 1) for r in released if r["status"] == "open"]
-    )
-
-
 async def release_expired(db: Database, limit: int = SWEEP_BATCH) -> list[asyncpg.Record]:
     """One sweep: expired leases go back to the pool (or fail after max_retries)."""
     async with db.transaction() as conn:
         released = await conn.fetch(Q["leases_release_expired"], limit, None)
-        await notify_released(conn, released)
+        await notify.leases_released(conn, released)
     notify.progress_changed(*{r["project_id"] for r in released})
     return released

@@ -47,3 +47,7 @@ SELECT project_id,
        count(*) FILTER (WHERE status = 'canceled') AS canceled
 FROM tasks WHERE project_id = ANY ($1::uuid[])
 GROUP BY project_id;
+
+-- name: tasks_min_quality
+-- $1 task ids. Their minimum quality (so a hint wakes only experts who could claim them).
+SELECT id, min_quality FROM tasks WHERE id = ANY ($1::uuid[]);
