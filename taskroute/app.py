@@ -127,9 +127,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         await migrate_url(url)
         pool = await create_pool(url, settings.pool_min, settings.pool_max)
         services = Services(Database(pool, settings.pool_timeout), settings)
-        hub = Hub(
-            PostgresNotifyBackend(url, probe_interval=settings.listen_probe_interval), services.db
+        listener = PostgresNotifyBackend(
+            url,
+            probe_interval=settings.listen_probe_interval,
+            probe_timeout=settings.listen_probe_timeout,
         )
+        hub = Hub(listener, services.db)
         await hub.start()
         services.extras["hub"] = hub
         NOTIFIER.start(services.db)

@@ -51,6 +51,8 @@ class Settings:
     allowed_origins: tuple[str, ...] = field(default_factory=tuple)
     # Seconds between health probes of the LISTEN connection (a dead one is replaced).
     listen_probe_interval: float = 5.0
+    # Seconds a probe may take; two probes in a row without an answer replace the connection.
+    listen_probe_timeout: float = 5.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -70,5 +72,6 @@ class Settings:
             max_tasks_per_request=_int("TASKROUTE_MAX_TASKS_PER_REQUEST", 100_000),
             introspection=_bool("TASKROUTE_INTROSPECTION", True),
             listen_probe_interval=_float("TASKROUTE_LISTEN_PROBE_INTERVAL", 5.0),
+            listen_probe_timeout=_float("TASKROUTE_LISTEN_PROBE_TIMEOUT", 5.0),
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
         )

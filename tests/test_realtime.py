@@ -31,8 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 async def wait_for_waiters(api: Api, n: int, key: str = "task_waiters") -> dict[str, Any]:
-    """Until the server reports `n` registered subscriptions (so none is still starting)."""
-    for _ in range(500):
+    """Until the server reports `n` started subscriptions (so none is still starting)."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while asyncio.get_running_loop().time() < deadline:
         body = (await api.http.get("/readyz")).json()
         if body.get(key) == n:
             return body
@@ -166,7 +167,7 @@ class Collector:
     def total(self) -> int:
         return sum(len(e) for e in self.events)
 
-    async def until_total(self, n: int, timeout: float = 10) -> None:
+    async def until_total(self, n: int, timeout: float = 30) -> None:
         async with asyncio.timeout(timeout):
             while self.total < n:
                 self.changed.clear()
@@ -546,6 +547,10 @@ class FreezableProxy:
         self.frozen.update(range(len(self.conns)))
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.CancelledError):  # torn down with the test
+            await self._serve(reader, writer)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         index = len(self.conns)
         self.conns.append((writer, up_writer))
@@ -578,7 +583,9 @@ async def test_frozen_listener_detected_by_probe(
     proxy = FreezableProxy(pg_port)
     await proxy.start()
     proxied = database_url.replace(f":{pg_port}/", f":{proxy.port}/")
-    srv = InProcessServer(test_settings(proxied, tmp_path, listen_probe_interval=0.3))
+    srv = InProcessServer(
+        test_settings(proxied, tmp_path, listen_probe_interval=0.3, listen_probe_timeout=1.0)
+    )
     await srv.start()
     try:
         async with Api(srv.url) as api:

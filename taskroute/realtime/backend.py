@@ -42,7 +42,8 @@ class PostgresNotifyBackend(BroadcastBackend):
         url: str,
         *,
         probe_interval: float = 5.0,
-        probe_timeout: float = 2.0,
+        probe_timeout: float = 5.0,
+        probe_attempts: int = 2,
         backoff_initial: float = 0.05,
         backoff_max: float = 5.0,
         max_queue: int = 10_000,
@@ -50,6 +51,9 @@ class PostgresNotifyBackend(BroadcastBackend):
         self._url = url
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
+        # consecutive timed-out probes before the connection is given up (a busy server or
+        # event loop can delay one answer; a reconnect makes every waiter re-check)
+        self.probe_attempts = probe_attempts
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.max_queue = max_queue
@@ -149,7 +153,7 @@ class PostgresNotifyBackend(BroadcastBackend):
     async def _open(self) -> None:
         conn = await asyncpg.connect(
             self._url,
-            timeout=self.probe_timeout + 3,
+            timeout=self.probe_timeout + 5,
             # named so operators (and tests) can find it in pg_stat_activity
             server_settings={"application_name": LISTENER_APPLICATION_NAME},
         )
@@ -166,6 +170,14 @@ class PostgresNotifyBackend(BroadcastBackend):
         self.last_ok = time.monotonic()
 
     async def _probe(self) -> bool:
+        for _ in range(self.probe_attempts):
+            outcome = await self._probe_once()
+            if outcome is not None:
+                return outcome
+        return False
+
+    async def _probe_once(self) -> bool | None:
+        """True: alive; False: gone; None: no answer within `probe_timeout`."""
         conn = self._conn
         if conn is None or conn.is_closed():
             return False
@@ -178,7 +190,10 @@ class PostgresNotifyBackend(BroadcastBackend):
 
         try:
             await asyncio.wait_for(probe(), timeout=self.probe_timeout)
-        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        except TimeoutError:
+            log.warning("NOTIFY listener did not answer a probe in %.1fs", self.probe_timeout)
+            return None
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
             return False
         self.last_ok = time.monotonic()
         return True
