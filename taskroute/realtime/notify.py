@@ -9,8 +9,9 @@ tasks only once they are committed (and never if it rolls back).
 Why a debouncer: NOTIFY takes a database-wide lock at commit, so every notifying transaction
 serialises with every other one. Per skill and per process, at most one NOTIFY goes out inside a
 transaction every `min_interval` seconds; tasks opened in between are summed and sent by a
-background flusher once their transaction is known to have committed (`pg_xact_status`), so a
-hint still never precedes its commit and a rollback still sends nothing.
+background flusher (one NOTIFY per skill per `flush_delay` at most) once their transaction is
+known to have committed (`pg_xact_status`), so a hint still never precedes its commit and a
+rollback still sends nothing. The flusher's NOTIFYs run outside any request transaction.
 
 `progress_changed` only marks projects dirty in memory; the flusher sends one NOTIFY for all of
 them every `progress_interval` seconds. Callers must call it after commit, so the recount that
@@ -45,15 +46,23 @@ Opened = tuple[str, UUID | str, int] | tuple[str, UUID | str, int, float]
 
 
 class Notifier:
-    def __init__(self, min_interval: float = 0.05, progress_interval: float = 0.25) -> None:
+    def __init__(
+        self, min_interval: float = 0.05, progress_interval: float = 0.25, flush_delay: float = 0.05
+    ) -> None:
+        # per skill: at most one NOTIFY inside a transaction per `min_interval`
         self.min_interval = min_interval
+        # at most one progress NOTIFY per `progress_interval`
         self.progress_interval = progress_interval
+        # the flusher's cadence: deferred hints go out at most this long after their commit
+        # is seen, so per skill at most one deferred NOTIFY per `flush_delay` as well
+        self.flush_delay = flush_delay
         self.db: Database | None = None
         self._last_sent: dict[str, float] = {}
         # skill -> xid -> project -> [count, min_quality]: opened in transactions not yet
         # known to have committed
         self._deferred: dict[str, dict[str, dict[str, list[float]]]] = {}
         self._dirty_projects: set[str] = set()
+        self._progress_sent_at = 0.0
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         # counters of task hints (tests and operators read them)
@@ -131,8 +140,8 @@ class Notifier:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            # Wait out the interval so that many changes fold into one NOTIFY.
-            await asyncio.sleep(min(self.min_interval, self.progress_interval))
+            # Wait a little so that many changes fold into one NOTIFY.
+            await asyncio.sleep(self.flush_delay)
             try:
                 more = await self._flush()
             except asyncio.CancelledError:
@@ -140,8 +149,8 @@ class Notifier:
             except Exception:  # the database may be briefly away: try again later
                 log.exception("notify flush failed")
                 more = True
-            if more:
                 await asyncio.sleep(self.progress_interval)
+            if more:
                 self._wake.set()
             # bound the per-skill bookkeeping to skills seen recently
             horizon = time.monotonic() - 10 * self.min_interval
@@ -149,18 +158,23 @@ class Notifier:
                 del self._last_sent[skill]
 
     async def _flush(self, final: bool = False) -> bool:
-        """Send what is due; return True if something is still waiting (uncommitted)."""
+        """Send what is due; return True if something is still waiting (uncommitted hints,
+        or progress marks that must wait for `progress_interval` since the last send)."""
         db = self.db
         if db is None:
             return False
         channels: list[str] = []
         payloads: list[str] = []
-        if self._dirty_projects:
-            dirty, self._dirty_projects = self._dirty_projects, set()
-            for payload in progress_payloads(dirty):
-                channels.append(PROGRESS_CHANNEL)
-                payloads.append(payload)
         waiting = False
+        if self._dirty_projects:
+            if final or time.monotonic() - self._progress_sent_at >= self.progress_interval:
+                self._progress_sent_at = time.monotonic()
+                dirty, self._dirty_projects = self._dirty_projects, set()
+                for payload in progress_payloads(dirty):
+                    channels.append(PROGRESS_CHANNEL)
+                    payloads.append(payload)
+            else:
+                waiting = True
         if self._deferred:
             xids = sorted({x for per_xid in self._deferred.values() for x in per_xid})
             status = {r["xid"]: r["status"] for r in await db.fetch(Q["xact_status_many"], xids)}
