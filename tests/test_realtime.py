@@ -628,3 +628,19 @@ async def test_frozen_listener_detected_by_probe(
     finally:
         await proxy.close()  # unblocks the frozen pool connections, so the server can stop
         await srv.stop()
+
+
+async def test_backend_works_behind_broadcasters_interface(database_url: str) -> None:
+    """The backend is a drop-in broadcaster backend: `Broadcast(backend=...)` round-trips."""
+    from broadcaster import Broadcast
+
+    from taskroute.realtime.backend import PostgresNotifyBackend
+
+    backend = PostgresNotifyBackend(database_url)
+    async with Broadcast(backend=backend) as broadcast:
+        async with broadcast.subscribe("tr.test") as subscriber:
+            await broadcast.publish("tr.test", "hello")
+            event = await asyncio.wait_for(subscriber.get(), 10)
+            assert (event.channel, event.message) == ("tr.test", "hello")
+        assert backend.healthy
+    assert not backend.healthy
