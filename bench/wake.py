@@ -92,21 +92,28 @@ async def run(n_subs: int, rounds: int) -> None:
                 await wait_ready(url, "task_waiters", 1)
                 rss_before = server.memory_info().rss
 
+                # First the authenticated connections, then a subscription on each, so the
+                # two costs are reported apart.
                 subs: list[WsClient] = []
                 for i in range(0, n_subs - 1, 100):
                     batch = [
                         WsClient(url, expert["token"]) for _ in range(min(100, n_subs - 1 - i))
                     ]
                     await asyncio.gather(*(s.open() for s in batch))
-                    await asyncio.gather(
-                        *(s.subscribe(TASK_AVAILABLE, {"s": ["bench"]}) for s in batch)
-                    )
                     subs.extend(batch)
+                await asyncio.sleep(1)
+                rss_connected = server.memory_info().rss
+                for i in range(0, len(subs), 50):
+                    await asyncio.gather(
+                        *(s.subscribe(TASK_AVAILABLE, {"s": ["bench"]}) for s in subs[i : i + 50])
+                    )
+                    await wait_ready(url, "task_waiters", 1 + min(i + 50, len(subs)))
                 subs.append(warm)
                 await wait_ready(url, "task_waiters", n_subs)
                 await asyncio.sleep(1)
                 rss_after = server.memory_info().rss
-                per_sub = (rss_after - rss_before) / (n_subs - 1)
+                per_conn = (rss_connected - rss_before) / (n_subs - 1)
+                per_sub = (rss_after - rss_connected) / (n_subs - 1)
 
                 events: asyncio.Queue[float] = asyncio.Queue()
 
@@ -150,9 +157,11 @@ async def run(n_subs: int, rounds: int) -> None:
             print(f"commit -> event max:         {max(latencies):.2f} ms")
             print(f"COMMIT round trip p50:       {statistics.median(commit_ms):.2f} ms")
             print(f"wake-ups per task (server):  {wakeups / rounds:.2f}  (extra seen: {extra})")
-            mib = (rss_before / 2**20, rss_after / 2**20)
-            print(f"server RSS before/after:     {mib[0]:.1f} / {mib[1]:.1f} MiB")
-            print(f"memory per idle subscription: {per_sub / 1024:.1f} KiB (server RSS delta)")
+            mib = " / ".join(f"{x / 2**20:.1f}" for x in (rss_before, rss_connected, rss_after))
+            print(f"server RSS before/connected/subscribed: {mib} MiB")
+            print(f"memory per idle WebSocket connection:    {per_conn / 1024:.1f} KiB (RSS delta)")
+            print(f"memory per idle subscription on it:      {per_sub / 1024:.1f} KiB (RSS delta)")
+            print(f"memory per idle subscriber, total:       {(per_conn + per_sub) / 1024:.1f} KiB")
     finally:
         if proc is not None:
             proc.terminate()

@@ -94,8 +94,12 @@ class PostgresNotifyBackend(BroadcastBackend):
                 await self._supervisor
         conn, self._conn = self._conn, None
         if conn is not None and not conn.is_closed():
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), timeout=2)
+            try:
+                # A LISTEN/UNLISTEN may still be running on it: close only between statements.
+                async with asyncio.timeout(2), self._lock:
+                    await conn.close()
+            except Exception:
+                conn.terminate()
 
     async def subscribe(self, channel: str) -> None:
         async with self._lock:
