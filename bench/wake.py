@@ -49,6 +49,11 @@ async def wait_ready(url: str, key: str | None = None, value: int | None = None)
         for _ in range(600):
             try:
                 r = await http.get(url + "/readyz")
+                if key is not None:
+                    r = await http.get(
+                        url + "/v1/realtime/status",
+                        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+                    )
                 body = r.json()
                 if r.status_code == 200 and (key is None or body.get(key) == value):
                     return body
@@ -127,7 +132,7 @@ async def run(n_subs: int, rounds: int) -> None:
                 db = Database(pool, 5)
                 spec = [task_spec({"skill": "bench", "payload": {"n": 1}}, 0, 1 << 20)]
                 latencies, commit_ms, extra = [], [], 0
-                ready0 = await wait_ready(url)
+                ready0 = await wait_ready(url, "task_waiters", n_subs)
                 for _ in range(rounds):
                     async with db.connection() as conn:
                         tx = conn.transaction()
@@ -142,7 +147,7 @@ async def run(n_subs: int, rounds: int) -> None:
                     while not events.empty():  # more than one waiter woken for this task
                         events.get_nowait()
                         extra += 1
-                ready1 = await wait_ready(url)
+                ready1 = await wait_ready(url, "task_waiters", n_subs)
                 wakeups = ready1["wakeups"] - ready0["wakeups"]
                 for t in readers:
                     t.cancel()

@@ -103,10 +103,10 @@ async def readyz(request: Request) -> Response:
     except Exception as exc:  # any failure means not ready
         return JSONResponse({"status": "unavailable", "error": type(exc).__name__}, status_code=503)
     hub: Hub | None = services.extras.get("hub")
-    if hub is not None and not hub.healthy:
+    if hub is not None and not await hub.ready():
         # Subscriptions would miss events until the listener reconnects.
-        return JSONResponse({"status": "unavailable", **hub.health()}, status_code=503)
-    return JSONResponse({"status": "ready", **(hub.health() if hub else {})})
+        return JSONResponse({"status": "unavailable", "error": "listener"}, status_code=503)
+    return JSONResponse({"status": "ready"})
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

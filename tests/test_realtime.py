@@ -30,11 +30,17 @@ from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, Rejec
 REPO = Path(__file__).resolve().parent.parent
 
 
+async def realtime_status(api: Api) -> dict[str, Any]:
+    r = await api.rest("GET", "/v1/realtime/status", ADMIN_TOKEN)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 async def wait_for_waiters(api: Api, n: int, key: str = "task_waiters") -> dict[str, Any]:
     """Until the server reports `n` started subscriptions (so none is still starting)."""
     deadline = asyncio.get_running_loop().time() + 60
     while asyncio.get_running_loop().time() < deadline:
-        body = (await api.http.get("/readyz")).json()
+        body = await realtime_status(api)
         if body.get(key) == n:
             return body
         await asyncio.sleep(0.02)
@@ -118,8 +124,7 @@ async def test_subscription_input_errors(api: Api) -> None:
         await ws.subscribe(TASK_AVAILABLE, {"s": None})
         third = await ws.next()
         assert third["errors"][0]["extensions"]["code"] == "NOT_FOUND"
-    body = (await api.http.get("/readyz")).json()
-    assert body["task_waiters"] == 0
+    assert (await realtime_status(api))["task_waiters"] == 0
 
 
 async def test_only_experts_good_enough_are_woken(api: Api) -> None:
@@ -335,8 +340,10 @@ async def test_listener_killed_reconnects_and_wakes(api: Api, db: asyncpg.Connec
         created = await api.create_project(customer["token"], tasks_of("grading", 1))
         event = await sub.next()
         assert event["data"]["taskAvailable"]["projectId"] == created["project"]["id"]
-        ready = (await api.http.get("/readyz")).json()
-        assert ready["status"] == "ready" and ready["reconnects"] == 1
+        ready = await api.http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        status = await realtime_status(api)
+        assert status["listener"] == "ok" and status["reconnects"] == 1
     finally:
         await sub.close()
 
@@ -382,6 +389,15 @@ async def test_websocket_authentication(api: Api) -> None:
         # the same connection with a valid token is accepted
         async with WsClient(api.base_url, expert["token"], protocol) as ws:
             pass
+
+
+async def test_realtime_status_is_for_admins_only(api: Api) -> None:
+    expert = await api.create_expert(["grading"])
+    for token in (None, expert["token"]):
+        r = await api.rest("GET", "/v1/realtime/status", token)
+        assert r.status_code in (401, 404) and "error" in r.json()
+    status = await realtime_status(api)
+    assert status["listener"] == "ok" and status["task_waiters"] == 0
 
 
 async def test_project_progress_owner_only_and_coalesced(api: Api) -> None:

@@ -127,6 +127,10 @@ class Hub:
     def healthy(self) -> bool:
         return bool(getattr(self.backend, "healthy", True))
 
+    async def ready(self) -> bool:
+        """A readiness check: is the LISTEN connection up?"""
+        return self.healthy
+
     def health(self) -> dict[str, Any]:
         last_ok = getattr(self.backend, "last_ok", 0.0)
         return {
