@@ -22,7 +22,7 @@ from taskroute import rest
 from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
-from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
 from taskroute.realtime.backend import PostgresNotifyBackend
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
@@ -51,6 +51,10 @@ class GraphQLApp(GraphQL[Context, None]):
             context.authorization = header
         try:
             await context.viewer()
+        except Unavailable:
+            # The database is busy, not the credential wrong: accept, and authenticate again
+            # when an operation starts (it then fails with UNAVAILABLE if still busy).
+            return UNSET
         except TaskrouteError as exc:
             raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
         return UNSET

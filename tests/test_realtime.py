@@ -204,11 +204,11 @@ async def test_tasks_rotate_among_waiters(api: Api) -> None:
 async def test_one_task_wakes_few_of_200_idle_subscribers(api: Api) -> None:
     customer = await api.create_customer()
     expert = await api.create_expert(["grading"])
-    subs = list(
-        await asyncio.gather(
-            *(subscribe_tasks(api, expert["token"], ["grading"]) for _ in range(200))
+    subs: list[WsClient] = []
+    for _ in range(4):  # in batches, as a shared test machine may be slow
+        subs += await asyncio.gather(
+            *(subscribe_tasks(api, expert["token"], ["grading"]) for _ in range(50))
         )
-    )
     collector = Collector(subs)
     try:
         await wait_for_waiters(api, 200)

@@ -115,6 +115,7 @@ class Hub:
         # skill -> waiters in wake order (front: next to wake)
         self._rotation: dict[str, OrderedDict[int, TaskWaiter]] = {}
         self._channel_skill: dict[str, str] = {}
+        self._listens: dict[str, asyncio.Future[None]] = {}  # channel -> its LISTEN
         self._watches: dict[str, set[ProgressWatch]] = {}
         self._dirty: set[str] = set()
         self._dirty_event = asyncio.Event()
@@ -178,17 +179,11 @@ class Hub:
             expert_id, [r["skill"] for r in rows], {r["skill"]: r["quality"] for r in rows}
         )
         started = False
-        listen = []
         for skill in waiter.skills:
-            rotation = self._rotation.setdefault(skill, OrderedDict())
-            if not rotation:
-                listen.append(skill)
-            rotation[waiter.id] = waiter
+            self._rotation.setdefault(skill, OrderedDict())[waiter.id] = waiter
         try:
-            for skill in listen:
-                channel = skill_channel(skill)
-                self._channel_skill[channel] = skill
-                await self.backend.subscribe(channel)
+            for skill in waiter.skills:
+                await self._listening(skill)
             # Re-read after LISTEN: anything that opened before is visible now.
             for r in await self.db.fetch(Q["expert_skills_available"], expert_id, skills):
                 if r["project_id"] is not None and r["skill"] in waiter.skills:
@@ -208,8 +203,21 @@ class Hub:
                     del self._rotation[skill]
                     channel = skill_channel(skill)
                     self._channel_skill.pop(channel, None)
+                    self._listens.pop(channel, None)
                     with contextlib.suppress(Exception):
                         await self.backend.unsubscribe(channel)
+
+    async def _listening(self, skill: str) -> None:
+        """Return once the skill's channel is LISTENed to. The first waiter of a skill sends
+        the LISTEN; later ones wait for the same one, so none re-reads the database before
+        notifications can reach it."""
+        channel = skill_channel(skill)
+        listen = self._listens.get(channel)
+        if listen is None:
+            self._channel_skill[channel] = skill
+            listen = asyncio.ensure_future(self.backend.subscribe(channel))
+            self._listens[channel] = listen
+        await asyncio.shield(listen)
 
     def _wake(self, skill: str, project_id: str, count: int, min_quality: float = 0.0) -> None:
         rotation = self._rotation.get(skill)
