@@ -386,9 +386,18 @@ async def test_websocket_authentication(api: Api) -> None:
                 async with WsClient(api.base_url, token, protocol) as ws:
                     await ws.subscribe(TASK_AVAILABLE, {"s": None})
                     await ws.next()
-        # the same connection with a valid token is accepted
+        # a valid token is accepted, in connection_init or on the upgrade request
         async with WsClient(api.base_url, expert["token"], protocol) as ws:
-            pass
+            await ws.subscribe(TASK_AVAILABLE, {"s": None})
+        bearer = {"Authorization": f"Bearer {expert['token']}"}
+        await wait_for_waiters(api, 0)
+        async with WsClient(api.base_url, None, protocol, headers=bearer) as ws:
+            await ws.subscribe(TASK_AVAILABLE, {"s": None})
+            await wait_for_waiters(api, 1)
+        # connection_init wins over the header: a bad token there is refused
+        with pytest.raises(Rejected):
+            async with WsClient(api.base_url, "tr_e_bad", protocol, headers=bearer):
+                pass
 
 
 async def test_realtime_status_is_for_admins_only(api: Api) -> None:

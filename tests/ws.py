@@ -33,8 +33,14 @@ class Rejected(Exception):
 
 class WsClient:
     def __init__(
-        self, base_url: str, token: str | None, protocol: str = TRANSPORT_WS, timeout: float = 10
+        self,
+        base_url: str,
+        token: str | None,
+        protocol: str = TRANSPORT_WS,
+        timeout: float = 10,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        self.headers = headers
         self.url = base_url.replace("http://", "ws://") + "/graphql"
         self.token = token
         self.protocol = protocol
@@ -53,6 +59,7 @@ class WsClient:
     async def open(self) -> None:
         self.ws = await connect(
             self.url,
+            additional_headers=self.headers,
             subprotocols=[self.protocol],
             ping_interval=None,
             compression=None,  # type: ignore[list-item]
