@@ -152,7 +152,9 @@ class PostgresNotifyBackend(BroadcastBackend):
         self._push(Event(channel, payload))
 
     def _on_terminate(self, conn: Any) -> None:
-        self._lost.set()
+        # Only the current connection matters: the callback of one we replaced can fire late.
+        if conn is self._conn:
+            self._lost.set()
 
     async def _open(self) -> None:
         conn = await asyncpg.connect(
