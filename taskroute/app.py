@@ -14,16 +14,21 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.types.unset import UNSET, UnsetType
 
 from taskroute import rest
 from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
-from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
 from taskroute.graphql_http import SpecGraphQL
-from taskroute.observability.health import healthz, readyz
+from taskroute.observability.health import healthz, readyz, register_readiness
 from taskroute.observability.metrics import metrics_endpoint
 from taskroute.observability.requests import RequestContext
+from taskroute.realtime.backend import PostgresNotifyBackend
+from taskroute.realtime.hub import Hub
+from taskroute.realtime.notify import NOTIFIER
 from taskroute.resolvers.alerts import run_alerts
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
@@ -36,6 +41,27 @@ class GraphQLApp(SpecGraphQL):
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         services: Services = request.state.services
         return Context(services, request.headers.get("authorization"), request, response)
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """Authenticate a WebSocket from `connection_init` {"Authorization": "Bearer ..."}
+        (falling back to the upgrade request's header); refuse it otherwise (4403)."""
+        params = context.connection_params or {}
+        header = params.get("Authorization", params.get("authorization"))
+        if header is not None:
+            if not isinstance(header, str):
+                raise ConnectionRejectionError(
+                    {"code": "UNAUTHENTICATED", "message": "Authorization must be a string"}
+                )
+            context.authorization = header
+        try:
+            await context.viewer()
+        except Unavailable:
+            # The database is busy, not the credential wrong: accept, and authenticate again
+            # when an operation starts (it then fails with UNAVAILABLE if still busy).
+            return UNSET
+        except TaskrouteError as exc:
+            raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
+        return UNSET
 
 
 class BodyLimit:
@@ -92,6 +118,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
         await migrate_url(url)
         pool = await create_pool(url, settings.pool_min, settings.pool_max)
         services = Services(Database(pool, settings.pool_timeout), settings)
+        listener = PostgresNotifyBackend(
+            url,
+            probe_interval=settings.listen_probe_interval,
+            probe_timeout=settings.listen_probe_timeout,
+        )
+        hub = Hub(listener, services.db)
+        await hub.start()
+        services.extras["hub"] = hub
+        # Subscriptions would miss events while the listener is down: not ready then.
+        register_readiness(services, "listener", hub.ready)
+        NOTIFIER.start(services.db)
         sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
         deadline_alerts = asyncio.create_task(run_alerts(services.db, settings))
         try:
@@ -101,6 +138,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await job
+            await NOTIFIER.stop()
+            await hub.stop()
             await pool.close()
             del embedded  # pgserver stops it when the last handle goes
 

@@ -59,6 +59,10 @@ class Settings:
     forecast_hysteresis: float = 0.1
     # Seconds between re-evaluations behind one `forecastUpdated` subscription.
     forecast_poll: float = 2.0
+    # Seconds between health probes of the LISTEN connection (a dead one is replaced).
+    listen_probe_interval: float = 5.0
+    # Seconds a probe may take; two probes in a row without an answer replace the connection.
+    listen_probe_timeout: float = 5.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -77,6 +81,8 @@ class Settings:
             max_payload_bytes=_int("TASKROUTE_MAX_PAYLOAD_BYTES", 1024 * 1024),
             max_tasks_per_request=_int("TASKROUTE_MAX_TASKS_PER_REQUEST", 100_000),
             introspection=_bool("TASKROUTE_INTROSPECTION", True),
+            listen_probe_interval=_float("TASKROUTE_LISTEN_PROBE_INTERVAL", 5.0),
+            listen_probe_timeout=_float("TASKROUTE_LISTEN_PROBE_TIMEOUT", 5.0),
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
             forecast_window=_float("TASKROUTE_FORECAST_WINDOW", 3600.0),
             forecast_presence=_float("TASKROUTE_FORECAST_PRESENCE", 900.0),

@@ -19,6 +19,7 @@ from taskroute.errors import (
     ProjectCanceled,
 )
 from taskroute.observability import metrics
+from taskroute.realtime import notify
 from taskroute.resolvers import quality
 from taskroute.resolvers.validation import json_value
 
@@ -46,6 +47,8 @@ class Claim:
 class Lease:
     assignment_id: UUID
     lease_until: datetime
+    # an open task with higher priority than the held one is claimable by this expert
+    has_high_priority_tasks: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,23 +77,30 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             metrics.CLAIMS.labels("held").inc()
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
-        metrics.count_expired(await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id))
+        released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
+        await notify.leases_released(conn, released)
+        metrics.count_expired(released)
         # Gold (known answers) is mixed into the work first, by the project's gold share.
         row = await quality.claim_gold(conn, expert_id, skills)
         if row is None:
             row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
-        if row is None:
-            metrics.CLAIMS_EMPTY.inc()
-            return None
-        await conn.execute(
-            Q["audit_insert"],
-            expert_id,
-            row["customer_id"],
-            row["project_id"],
-            row["task_id"],
-            "claim",
-        )
+        if row is not None:
+            await conn.execute(
+                Q["audit_insert"],
+                expert_id,
+                row["customer_id"],
+                row["project_id"],
+                row["task_id"],
+                "claim",
+            )
+    # After commit: dashboards recount what changed.
+    changed = {r["project_id"] for r in released}
+    if row is None:
+        metrics.CLAIMS_EMPTY.inc()
+        notify.progress_changed(*changed)
+        return None
     metrics.CLAIMS.labels("new").inc()
+    notify.progress_changed(row["project_id"], *changed)
     return _claim_from_row(row)
 
 
@@ -108,7 +118,7 @@ async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease
     async with db.transaction() as conn:
         row = await conn.fetchrow(Q["assignment_heartbeat"], assignment_id, expert_id)
         if row is not None:
-            return Lease(row["id"], row["lease_until"])
+            return Lease(row["id"], row["lease_until"], row["has_high_priority_tasks"])
         current = await _explain_missing(conn, assignment_id, expert_id)
     if current["status"] == "submitted":
         raise AlreadySubmitted("this assignment was already submitted")
@@ -162,12 +172,15 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
         )
         # Gold scoring and pausing, or agreement / adjudication / the item's result.
         await quality.after_submit(conn, found, answer)
+    notify.progress_changed(found["project_id"])
     return _receipt(stored, assignment_id)
 
 
 async def release_expired(db: Database, limit: int = SWEEP_BATCH) -> list[asyncpg.Record]:
     """One sweep: expired leases go back to the pool (or fail after max_retries)."""
     async with db.transaction() as conn:
-        rows = await conn.fetch(Q["leases_release_expired"], limit, None)
-    metrics.count_expired(rows)
-    return rows
+        released = await conn.fetch(Q["leases_release_expired"], limit, None)
+        await notify.leases_released(conn, released)
+    metrics.count_expired(released)
+    notify.progress_changed(*{r["project_id"] for r in released})
+    return released

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -12,6 +13,7 @@ import asyncpg
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound
+from taskroute.realtime import notify
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 
@@ -53,6 +55,14 @@ async def insert_tasks(
             [s.skill for _, s in fresh],
             [s.priority for _, s in fresh],
         )
+        if status == "open":
+            # Delivered at commit: one hint per task slot (redundancy slots per item).
+            project = await conn.fetchrow(Q["project_get"], project_id, None)
+            slots, q = (project["redundancy"], project["min_quality"]) if project else (1, 0.0)
+            per_skill = Counter(s.skill for _, s in fresh)
+            await notify.tasks_opened(
+                conn, [(skill, project_id, n * slots, q) for skill, n in per_skill.items()]
+            )
     return len(fresh)
 
 
@@ -72,6 +82,7 @@ async def create_project(db: Database, customer_id: UUID, spec: ProjectSpec) -> 
             spec.max_retries,
         )
         await insert_tasks(conn, project["id"], spec.tasks, "open")
+    notify.progress_changed(project["id"])
     return Created(project, accepted=False)
 
 
@@ -91,6 +102,7 @@ async def cancel_project(db: Database, project_id: UUID, customer_id: UUID) -> a
         await conn.execute(Q["project_cancel"], project_id, customer_id)
         row = await conn.fetchrow(Q["project_get"], project_id, customer_id)
     assert row is not None
+    notify.progress_changed(project_id)
     return row
 
 

@@ -42,6 +42,7 @@ import asyncpg
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound
+from taskroute.realtime import notify
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import canonical_json
 
@@ -159,8 +160,17 @@ async def _score_gold(
 async def _pause(conn: asyncpg.Connection, expert_id: UUID, skill: str, reason: str) -> bool:
     if await conn.fetchval(Q["expert_skill_pause"], expert_id, skill, reason) is None:
         return False
-    await conn.fetch(Q["leases_release_for_skill"], expert_id, skill)
+    released = await conn.fetch(Q["leases_release_for_skill"], expert_id, skill)
+    await _tasks_opened(conn, [r for r in released if r["status"] == "open"])
     return True
+
+
+async def _tasks_opened(conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> None:
+    """Wake idle experts for tasks this transaction opened (hints arrive after commit)."""
+    if rows:
+        await notify.tasks_opened(
+            conn, [(r["skill"], r["project_id"], 1, r["min_quality"]) for r in rows]
+        )
 
 
 async def resolve_item(conn: asyncpg.Connection, item_id: UUID, refill: bool = False) -> None:
@@ -177,7 +187,7 @@ async def resolve_item(conn: asyncpg.Connection, item_id: UUID, refill: bool = F
     live = st["project_status"] == "active"
     missing = k - len(normal) - st["live_slots"]
     if refill and live and missing > 0:
-        await conn.execute(Q["item_slots_add"], item_id, missing)
+        await _tasks_opened(conn, await conn.fetch(Q["item_slots_add"], item_id, missing))
 
     share, top = majority(normal, st["answer_field"])
     agreement: float | None = share if normal else None
@@ -195,7 +205,10 @@ async def resolve_item(conn: asyncpg.Connection, item_id: UUID, refill: bool = F
         status = "adjudicating"
     if status == "adjudicating":
         if live:
-            await conn.execute(Q["adjudication_open"], item_id, st["adjudication_min_quality"])
+            opened = await conn.fetch(
+                Q["adjudication_open"], item_id, st["adjudication_min_quality"]
+            )
+            await _tasks_opened(conn, opened)
     else:
         await conn.execute(Q["adjudication_cancel_open"], item_id)
 

@@ -9,6 +9,7 @@ from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import Unavailable
 from taskroute.observability import metrics
+from taskroute.realtime import notify
 from taskroute.resolvers.claims import SWEEP_BATCH
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,9 @@ async def sweep_once(db: Database) -> int:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], SWEEP_LOCK_KEY):
             return 0
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
+        await notify.leases_released(conn, released)
     metrics.count_expired(released)
+    notify.progress_changed(*{r["project_id"] for r in released})
     if released:
         log.info("sweeper released %d expired leases", len(released))
     return len(released)

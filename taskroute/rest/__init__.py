@@ -2,7 +2,7 @@
 
 from starlette.routing import BaseRoute
 
-from . import claims, dashboard, ledger, projects, quality
+from . import claims, dashboard, ledger, projects, quality, realtime
 from .common import error_response
 
 routes: list[BaseRoute] = [
@@ -11,6 +11,7 @@ routes: list[BaseRoute] = [
     *quality.routes,
     *ledger.routes,
     *dashboard.routes,
+    *realtime.routes,
 ]
 
 __all__ = ["error_response", "routes"]

@@ -59,7 +59,11 @@ async def heartbeat(request: Request) -> Response:
     assignment_id = parse_id(request.path_params["id"], "assignment")
     lease = await claims.heartbeat(services(request).db, expert_id, assignment_id)
     return JSONResponse(
-        {"assignment_id": str(lease.assignment_id), "lease_until": lease.lease_until.isoformat()}
+        {
+            "assignment_id": str(lease.assignment_id),
+            "lease_until": lease.lease_until.isoformat(),
+            "has_high_priority_tasks": lease.has_high_priority_tasks,
+        }
     )
 
 

@@ -15,6 +15,7 @@ from .ledger import LedgerMutation, LedgerQuery
 from .limits import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS, DepthAndAliasLimits
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
 from .quality import QualityMutation, QualityQuery
+from .realtime import RealtimeSubscription
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (
@@ -25,7 +26,7 @@ QUERIES: tuple[type, ...] = (
     CustomerViewsQuery,
 )
 MUTATIONS: tuple[type, ...] = (CoreMutation, QualityMutation, ForecastMutation, LedgerMutation)
-SUBSCRIPTIONS: tuple[type, ...] = (ForecastSubscription,)
+SUBSCRIPTIONS: tuple[type, ...] = (RealtimeSubscription, ForecastSubscription)
 
 __all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "build_schema"]
 

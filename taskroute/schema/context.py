@@ -25,6 +25,8 @@ class Context:
     authorization: str | None
     request: Any = None
     response: Any = None
+    # WebSocket `connection_init` payload (strawberry sets it; read in `on_ws_connect`)
+    connection_params: Any = None
     _viewer: Viewer | None = None
 
     @property

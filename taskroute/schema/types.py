@@ -68,11 +68,14 @@ class Claim:
 class Lease:
     assignment_id: strawberry.ID
     lease_until: datetime
+    has_high_priority_tasks: bool
 
     @classmethod
     def of(cls, lease: claims.Lease) -> Lease:
         return cls(
-            assignment_id=strawberry.ID(str(lease.assignment_id)), lease_until=lease.lease_until
+            assignment_id=strawberry.ID(str(lease.assignment_id)),
+            lease_until=lease.lease_until,
+            has_high_priority_tasks=lease.has_high_priority_tasks,
         )
 
 

@@ -131,6 +131,8 @@ WHERE a.id = $1;
 -- name: assignment_heartbeat
 -- $1 assignment_id, $2 expert_id. Extends a live lease (task row first, then assignment);
 -- no row when the lease already expired, the claim is not this expert's, or it was submitted.
+-- has_high_priority_tasks: an open task of higher eff_priority that this expert could claim
+-- (active skill, enough quality, active project, not an item they already hold or answered).
 WITH extended AS (
     UPDATE tasks t
     SET lease_until = now() + make_interval(secs => p.lease_seconds)
@@ -143,7 +145,17 @@ WITH extended AS (
 )
 UPDATE assignments a SET lease_until = e.lease_until
 FROM extended e WHERE a.id = e.id
-RETURNING a.id, a.lease_until, e.skill, e.eff_priority;
+RETURNING a.id, a.lease_until, e.skill, e.eff_priority,
+    EXISTS (
+        SELECT 1 FROM expert_skills es
+        JOIN tasks t ON t.status = 'open' AND t.skill = es.skill
+                    AND t.eff_priority > e.eff_priority AND t.min_quality <= es.quality
+        WHERE es.expert_id = $2 AND es.status = 'active'
+          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
+          AND NOT EXISTS (SELECT 1 FROM assignments o
+                          WHERE o.item_id = t.item_id AND o.expert_id = $2
+                            AND o.status IN ('active', 'submitted'))
+    ) AS has_high_priority_tasks;
 
 -- name: task_lock
 -- $1 task_id. Serialises submits and claims of one task.

@@ -131,11 +131,13 @@ released AS (
     SET status = CASE WHEN t.kind = 'gold' THEN 'canceled' ELSE 'open' END,
         assignment_id = NULL, lease_until = NULL
     FROM held h WHERE t.id = h.id
-    RETURNING t.id, h.assignment_id
+    RETURNING t.id, h.assignment_id, t.skill, t.project_id, t.status, t.min_quality
+),
+released_assignments AS (
+    UPDATE assignments a SET status = 'released'
+    FROM released r WHERE a.id = r.assignment_id AND a.status = 'active'
 )
-UPDATE assignments a SET status = 'released'
-FROM released r WHERE a.id = r.assignment_id AND a.status = 'active'
-RETURNING a.id;
+SELECT id, skill, project_id, status, min_quality FROM released;
 
 -- name: item_lock_state
 -- $1 item_id. Locks the item (serialises the resolution of its racing last answers) and reads
@@ -172,7 +174,8 @@ INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quali
 SELECT t.item_id, t.project_id, t.skill, t.priority, t.eff_priority, t.min_quality,
        t.max_retries, 'open', 'normal'
 FROM (SELECT * FROM tasks WHERE item_id = $1 AND kind = 'normal' ORDER BY seq LIMIT 1) t
-CROSS JOIN generate_series(1, $2::int);
+CROSS JOIN generate_series(1, $2::int)
+RETURNING skill, project_id, min_quality;
 
 -- name: adjudication_open
 -- $1 item_id, $2 min_quality. One live adjudication per item (partial unique index); it sorts
@@ -182,7 +185,8 @@ INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quali
 SELECT t.item_id, t.project_id, t.skill, t.priority, t.eff_priority + 1, $2, t.max_retries,
        'open', 'adjudication'
 FROM (SELECT * FROM tasks WHERE item_id = $1 AND kind = 'normal' ORDER BY seq LIMIT 1) t
-ON CONFLICT (item_id) WHERE kind = 'adjudication' AND status IN ('open', 'claimed') DO NOTHING;
+ON CONFLICT (item_id) WHERE kind = 'adjudication' AND status IN ('open', 'claimed') DO NOTHING
+RETURNING skill, project_id, min_quality;
 
 -- name: adjudication_cancel_open
 -- $1 item_id. An adjudication nobody holds yet is no longer needed (resolved or back to pending).

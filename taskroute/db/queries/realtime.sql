@@ -1,0 +1,53 @@
+-- Realtime: NOTIFY senders, the debouncer's commit check, and what subscriptions re-read.
+
+-- name: notify_many
+-- $1 channels, $2 payloads (parallel arrays). Inside a transaction the notifications are
+-- delivered only at commit, and not at all on rollback.
+SELECT count(pg_notify(u.channel, u.payload))
+FROM unnest($1::text[], $2::text[]) AS u(channel, payload);
+
+-- name: xact_id_current
+-- The current transaction's id (assigned now if it had none), as text.
+SELECT pg_current_xact_id()::text;
+
+-- name: xact_status_many
+-- $1 transaction ids as text. 'committed' | 'aborted' | 'in progress' | NULL (too old to know).
+SELECT u.xid, pg_xact_status(u.xid::xid8) AS status FROM unnest($1::text[]) AS u(xid);
+
+-- name: expert_skills_available
+-- $1 expert_id, $2 skills to restrict to (NULL: all). Each active skill of an active expert,
+-- with the expert's quality in it and the project of one open task the expert could claim in
+-- it now (NULL if none).
+SELECT es.skill, es.quality, c.project_id
+FROM expert_skills es
+JOIN experts e ON e.id = es.expert_id
+LEFT JOIN LATERAL (
+    SELECT t.project_id
+    FROM tasks t
+    WHERE t.status = 'open' AND t.skill = es.skill AND t.min_quality <= es.quality
+      AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
+      AND NOT EXISTS (SELECT 1 FROM assignments a
+                      WHERE a.item_id = t.item_id AND a.expert_id = $1
+                        AND a.status IN ('active', 'submitted'))
+    ORDER BY t.eff_priority DESC, t.seq
+    LIMIT 1
+) c ON true
+WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
+  AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
+ORDER BY es.skill;
+
+-- name: projects_progress_many
+-- $1 project ids. Counts of tasks by state per project (projects without tasks: no row).
+SELECT project_id,
+       count(*) AS total,
+       count(*) FILTER (WHERE status IN ('open', 'pending')) AS open,
+       count(*) FILTER (WHERE status = 'claimed') AS claimed,
+       count(*) FILTER (WHERE status = 'done') AS done,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       count(*) FILTER (WHERE status = 'canceled') AS canceled
+FROM tasks WHERE project_id = ANY ($1::uuid[])
+GROUP BY project_id;
+
+-- name: tasks_min_quality
+-- $1 task ids. Their minimum quality (so a hint wakes only experts who could claim them).
+SELECT id, min_quality FROM tasks WHERE id = ANY ($1::uuid[]);

@@ -1,0 +1,335 @@
+"""The per-process fan-out from NOTIFY channels to subscriptions.
+
+It reads events from a broadcaster `BroadcastBackend` (ours: `PostgresNotifyBackend`; Redis or
+Kafka would do) and hands them to waiters without ever awaiting a waiter, so one slow WebSocket
+cannot hold up the others. Each waiter's mailbox coalesces: a `taskAvailable` waiter keeps at
+most one pending hint per skill it listens to, a `projectProgress` watcher only the latest
+counts. Memory per subscription is therefore bounded, however slow its consumer.
+
+Task hints wake roughly as many idle waiters as tasks opened (not every idle expert of the
+skill), taking them in a rotation per skill so that the same expert is not always first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from broadcaster import Event
+from broadcaster._backends.base import BroadcastBackend
+
+from taskroute.db.pool import Database
+from taskroute.db.queries import Q
+
+from .backend import RESYNC_CHANNEL
+from .channels import PROGRESS_CHANNEL, parse, skill_channel
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Hint:
+    skill: str
+    # None: a re-check of everything (after the listener reconnected)
+    project_id: str | None
+
+
+class TaskWaiter:
+    """One `taskAvailable` subscription: at most one pending hint per skill."""
+
+    def __init__(
+        self, expert_id: UUID, skills: Sequence[str], quality: dict[str, float] | None = None
+    ) -> None:
+        self.id = next(_ids)
+        self.expert_id = expert_id
+        self.skills = tuple(skills)
+        # the expert's quality per skill when subscribing (tasks may require a minimum)
+        self.quality = quality or {}
+        self._pending: dict[str, str | None] = {}
+        self._event = asyncio.Event()
+
+    @property
+    def idle(self) -> bool:
+        """Not holding an undelivered hint (a waiter already woken is not woken again)."""
+        return not self._pending
+
+    def offer(self, skill: str, project_id: str | None) -> None:
+        if skill in self._pending and self._pending[skill] is None:
+            return  # a pending re-check of this skill already covers any project
+        self._pending[skill] = project_id
+        self._event.set()
+
+    async def next(self) -> Hint:
+        while not self._pending:
+            self._event.clear()
+            await self._event.wait()
+        skill = next(iter(self._pending))
+        return Hint(skill, self._pending.pop(skill))
+
+
+@dataclass(eq=False)  # identity semantics: watches live in sets
+class ProgressWatch:
+    """One `projectProgress` subscription: only the latest counts are kept."""
+
+    project_id: str
+    latest: dict[str, int] | None = None
+    # what this watcher was last given, so an unchanged recount is not pushed again
+    offered: dict[str, int] | None = None
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def offer(self, counts: dict[str, int]) -> None:
+        if counts == self.offered:
+            return
+        self.offered = counts
+        self.latest = counts
+        self.event.set()
+
+    async def next(self) -> dict[str, int]:
+        while self.latest is None:
+            self.event.clear()
+            await self.event.wait()
+        counts, self.latest = self.latest, None
+        return counts
+
+
+_ZERO = {"total": 0, "open": 0, "claimed": 0, "done": 0, "failed": 0, "canceled": 0}
+
+
+class Hub:
+    def __init__(
+        self, backend: BroadcastBackend, db: Database, progress_interval: float = 0.3
+    ) -> None:
+        self.backend = backend
+        self.db = db
+        self.progress_interval = progress_interval
+        # skill -> waiters in wake order (front: next to wake)
+        self._rotation: dict[str, OrderedDict[int, TaskWaiter]] = {}
+        self._channel_skill: dict[str, str] = {}
+        self._listens: dict[str, asyncio.Future[None]] = {}  # channel -> its LISTEN
+        self._watches: dict[str, set[ProgressWatch]] = {}
+        self._dirty: set[str] = set()
+        self._dirty_event = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started_waiters = 0
+        self.wakeups = 0  # hints handed to waiters (tests and the bench read it)
+        self.events = 0
+
+    @property
+    def healthy(self) -> bool:
+        return bool(getattr(self.backend, "healthy", True))
+
+    async def ready(self) -> bool:
+        """A readiness check: is the LISTEN connection up?"""
+        return self.healthy
+
+    def health(self) -> dict[str, Any]:
+        last_ok = getattr(self.backend, "last_ok", 0.0)
+        return {
+            "listener": "ok" if self.healthy else "down",
+            "reconnects": getattr(self.backend, "reconnects", 0),
+            "seconds_since_probe": round(time.monotonic() - last_ok, 1) if last_ok else None,
+            # fully started subscriptions (listening, initial check done)
+            "task_waiters": self._started_waiters,
+            "wakeups": self.wakeups,
+            "progress_watchers": sum(len(w) for w in self._watches.values()),
+        }
+
+    async def start(self) -> None:
+        await self.backend.connect()
+        self._tasks = [
+            asyncio.create_task(self._dispatch(), name="hub-dispatch"),
+            asyncio.create_task(self._refresh_progress(), name="hub-progress"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.backend.disconnect()
+
+    # --- taskAvailable ----------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def task_waiter(
+        self, expert_id: UUID, skills: list[str] | None
+    ) -> AsyncIterator[TaskWaiter | None]:
+        """Register a waiter for the expert's active skills (restricted to `skills`).
+
+        Yields None if the expert holds none of them. Tasks already open when it registers
+        produce a hint at once, so a task opened between an empty claim and the subscription
+        is not missed.
+        """
+        rows = await self.db.fetch(Q["expert_skills_available"], expert_id, skills)
+        if not rows:
+            yield None
+            return
+        waiter = TaskWaiter(
+            expert_id, [r["skill"] for r in rows], {r["skill"]: r["quality"] for r in rows}
+        )
+        started = False
+        for skill in waiter.skills:
+            self._rotation.setdefault(skill, OrderedDict())[waiter.id] = waiter
+        try:
+            for skill in waiter.skills:
+                await self._listening(skill)
+            # Re-read after LISTEN: anything that opened before is visible now.
+            for r in await self.db.fetch(Q["expert_skills_available"], expert_id, skills):
+                if r["project_id"] is not None and r["skill"] in waiter.skills:
+                    waiter.offer(r["skill"], str(r["project_id"]))
+            started = True
+            self._started_waiters += 1
+            yield waiter
+        finally:
+            if started:
+                self._started_waiters -= 1
+            for skill in waiter.skills:
+                rotation = self._rotation.get(skill)
+                if rotation is None:
+                    continue
+                rotation.pop(waiter.id, None)
+                if not rotation:
+                    del self._rotation[skill]
+                    channel = skill_channel(skill)
+                    self._channel_skill.pop(channel, None)
+                    self._listens.pop(channel, None)
+                    with contextlib.suppress(Exception):
+                        await self.backend.unsubscribe(channel)
+
+    async def _listening(self, skill: str) -> None:
+        """Return once the skill's channel is LISTENed to. The first waiter of a skill sends
+        the LISTEN; later ones wait for the same one, so none re-reads the database before
+        notifications can reach it."""
+        channel = skill_channel(skill)
+        listen = self._listens.get(channel)
+        if listen is None:
+            self._channel_skill[channel] = skill
+            listen = asyncio.ensure_future(self.backend.subscribe(channel))
+            self._listens[channel] = listen
+        await asyncio.shield(listen)
+
+    def _wake(self, skill: str, project_id: str, count: int, min_quality: float = 0.0) -> None:
+        rotation = self._rotation.get(skill)
+        if not rotation:
+            return
+        woken = []
+        for waiter in rotation.values():
+            if len(woken) >= count:
+                break
+            # float32 in Postgres: compare with a little slack, as a hint may be generous
+            if waiter.idle and waiter.quality.get(skill, 1.0) >= min_quality - 1e-6:
+                woken.append(waiter)
+        for waiter in woken:
+            waiter.offer(skill, project_id)
+            rotation.move_to_end(waiter.id)  # fairness: the next task goes to someone else
+        self.wakeups += len(woken)
+
+    def _resync_all(self) -> None:
+        seen: set[int] = set()
+        for rotation in self._rotation.values():
+            for waiter in rotation.values():
+                if waiter.id not in seen:
+                    seen.add(waiter.id)
+                    for skill in waiter.skills:
+                        waiter.offer(skill, None)
+        self.wakeups += len(seen)
+        self._mark_dirty(list(self._watches))
+
+    # --- projectProgress --------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def progress_watch(self, project_id: UUID) -> AsyncIterator[ProgressWatch]:
+        key = str(project_id)
+        watch = ProgressWatch(key)
+        watchers = self._watches.setdefault(key, set())
+        first_overall = not any(self._watches.values())
+        watchers.add(watch)
+        try:
+            if first_overall:
+                await self.backend.subscribe(PROGRESS_CHANNEL)
+            # The current state first, read after LISTEN so no change falls in between.
+            counts = await self._count([key])
+            watch.offer(counts.get(key, dict(_ZERO)))
+            yield watch
+        finally:
+            watchers.discard(watch)
+            if not watchers:
+                self._watches.pop(key, None)
+            if not self._watches:
+                with contextlib.suppress(Exception):
+                    await self.backend.unsubscribe(PROGRESS_CHANNEL)
+
+    def _mark_dirty(self, project_ids: list[str]) -> None:
+        hit = [p for p in project_ids if p in self._watches]
+        if hit:
+            self._dirty.update(hit)
+            self._dirty_event.set()
+
+    async def _count(self, project_ids: list[str]) -> dict[str, dict[str, int]]:
+        rows = await self.db.fetch(Q["projects_progress_many"], project_ids)
+        counts = {p: dict(_ZERO) for p in project_ids}
+        for r in rows:
+            counts[str(r["project_id"])] = {k: r[k] for k in _ZERO}
+        return counts
+
+    async def _refresh_progress(self) -> None:
+        """Recount dirty projects at most every `progress_interval` (coalescing bursts)."""
+        while True:
+            await self._dirty_event.wait()
+            self._dirty_event.clear()
+            dirty, self._dirty = list(self._dirty), set()
+            try:
+                counts = await self._count(dirty)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("progress recount failed; retrying")
+                self._dirty.update(dirty)
+                self._dirty_event.set()
+                counts = {}
+            for project, c in counts.items():
+                for watch in list(self._watches.get(project, ())):
+                    watch.offer(c)
+            await asyncio.sleep(self.progress_interval)
+
+    # --- dispatch ---------------------------------------------------------------------
+
+    async def _dispatch(self) -> None:
+        while True:
+            event = await self.backend.next_published()
+            self.events += 1
+            try:
+                self._handle(event)
+            except Exception:  # one malformed event must not stop the hub
+                log.exception("could not dispatch %r", event)
+
+    def _handle(self, event: Event) -> None:
+        if event.channel == RESYNC_CHANNEL:
+            self._resync_all()
+            return
+        data = parse(event.message)
+        if event.channel == PROGRESS_CHANNEL:
+            ids = data.get("p")
+            if isinstance(ids, list):
+                self._mark_dirty([p for p in ids if isinstance(p, str)])
+            return
+        skill = self._channel_skill.get(event.channel)
+        projects = data.get("p")
+        if skill is None or not isinstance(projects, dict):
+            return
+        quality = data.get("q") if isinstance(data.get("q"), dict) else {}
+        for project_id, count in projects.items():
+            q = quality.get(project_id, 0.0)
+            if isinstance(count, int) and isinstance(q, int | float):
+                self._wake(skill, str(project_id), count, float(q))
