@@ -165,6 +165,9 @@ def post(http: httpx.Client, query: str, variables: Any, token: str | None) -> h
 
 def assert_clean(r: httpx.Response) -> None:
     assert r.status_code < 500, r.text
+    if r.status_code == 204:  # REST's "nothing to claim": no body, by contract
+        assert r.content == b"" and r.headers["retry-after"]
+        return
     body = r.json()
     for error in body.get("errors", []) if isinstance(body, dict) else []:
         assert error.get("extensions", {}).get("code") != "INTERNAL", r.text
