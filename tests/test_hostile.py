@@ -255,7 +255,8 @@ async def test_websocket_origins(strict: tuple[Api, InProcessServer]) -> None:
     assert err.value.response.status_code == 403
     async with websockets.connect(url, subprotocols=["graphql-transport-ws"],
                                   origin="https://app.example") as ws:  # fmt: skip
-        await ws.send(json.dumps({"type": "connection_init"}))
+        init = {"type": "connection_init", "payload": {"Authorization": f"Bearer {ADMIN_TOKEN}"}}
+        await ws.send(json.dumps(init))
         assert json.loads(await ws.recv())["type"] == "connection_ack"
 
 

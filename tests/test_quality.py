@@ -239,6 +239,14 @@ async def test_bad_expert_paused_retracted_relabelled_and_change_feed(
         claim = await api.claim(good["token"])
         assert claim is not None
         await api.submit(good["token"], claim["assignmentId"], {"label": "yes"})
+    # Gold draws are random: make sure the bad expert delivered some customer labels (which
+    # the retraction must then find) by serving plain work first, then gold again.
+    await set_policy(api, customer["token"], project_id, goldRatio=0.0)
+    for _ in range(3):
+        claim = await api.claim(bad["token"])
+        assert claim is not None
+        await api.submit(bad["token"], claim["assignmentId"], {"label": "no"})
+    await set_policy(api, customer["token"], project_id, goldRatio=0.5)
     bad_claims = await work_until_empty(api, bad["token"], lambda c: {"label": "no"})
 
     skill = (await expert_skills(api, bad["id"]))[SKILL]
@@ -253,7 +261,7 @@ async def test_bad_expert_paused_retracted_relabelled_and_change_feed(
         UUID(bad["id"]),
     )
     assert [k["kind"] for k in kinds][-1] == "gold"
-    assert len(bad_claims) == len(kinds)
+    assert len(bad_claims) + 3 == len(kinds)
     open_left = (await api.progress(customer["token"], project_id))["open"]
     assert open_left > 0, "the bad expert stopped because of the pause, not for lack of work"
 
@@ -319,9 +327,9 @@ async def test_bad_expert_paused_retracted_relabelled_and_change_feed(
            FROM payouts WHERE expert_id = $1""",
         UUID(bad["id"]),
     )
-    assert ledger["payments"] == len(bad_claims)
+    assert ledger["payments"] == len(kinds)
     assert ledger["reversals"] == len(bad_items)
-    assert ledger["net"] == 7 * (len(bad_claims) - len(bad_items))
+    assert ledger["net"] == 7 * (len(kinds) - len(bad_items))
 
     # An admin can unpause; the pause rule then counts gold answers afresh.
     data = await api.gql(
