@@ -21,6 +21,7 @@ from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.resolvers import batches
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
@@ -102,9 +103,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         pool = await create_pool(url, settings.pool_min, settings.pool_max)
         services = Services(Database(pool, settings.pool_timeout), settings)
         sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
+        batch_runtime = await batches.start(services)
         try:
             yield {"services": services}
         finally:
+            await batch_runtime.stop()
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper

@@ -68,3 +68,10 @@ class PayloadTooLarge(TaskrouteError):
 class Unavailable(TaskrouteError):
     code = "UNAVAILABLE"
     http_status = 503
+
+
+class LinkExpired(TaskrouteError):
+    """A signed, short-lived link (e.g. a payload URL) is past its expiry: claim again."""
+
+    code = "LINK_EXPIRED"
+    http_status = 410

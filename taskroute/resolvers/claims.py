@@ -18,6 +18,7 @@ from taskroute.errors import (
     NotFound,
     ProjectCanceled,
 )
+from taskroute.resolvers import payloads
 from taskroute.resolvers.validation import canonical_json
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -31,6 +32,8 @@ class ClaimedTask:
     skill: str
     priority: int
     payload: Any
+    # Set instead of `payload` when the payload is too large to travel inline (payloads.py).
+    payload_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,9 @@ class Receipt:
 
 
 def _claim_from_row(row: asyncpg.Record) -> Claim:
+    payload, payload_url = payloads.deliver(row)
     task = ClaimedTask(
-        row["task_id"], row["project_id"], row["skill"], row["priority"], row["payload"]
+        row["task_id"], row["project_id"], row["skill"], row["priority"], payload, payload_url
     )
     return Claim(row["assignment_id"], row["lease_until"], task)
 
@@ -69,6 +73,15 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             return None
         held = await conn.fetchrow(Q["assignment_active_for_expert"], expert_id)
         if held is not None:
+            # The payload is handed out again: that is audited like the first time.
+            await conn.execute(
+                Q["audit_insert"],
+                expert_id,
+                held["customer_id"],
+                held["project_id"],
+                held["task_id"],
+                "claim",
+            )
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
         await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)

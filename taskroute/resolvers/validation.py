@@ -16,6 +16,8 @@ from taskroute.errors import BadInput
 SKILL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 PRIORITY_RANGE = (-1000, 1000)
 NAME_MAX = 200
+# \u0000 in JSON text, not preceded by an escaped backslash (jsonb cannot store NUL)
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 EXTERNAL_ID_MAX = 200
 
 
@@ -95,9 +97,22 @@ def deadline(value: Any) -> datetime | None:
 
 
 def payload_json(value: Any, where: str, max_bytes: int) -> str:
-    encoded = canonical_json(value)
+    encoded = storable_json(value, where)
     if len(encoded.encode()) > max_bytes:
         raise BadInput(f"{where} is larger than {max_bytes} bytes", field=where)
+    return encoded
+
+
+def storable_json(value: Any, where: str) -> str:
+    """Canonical JSON that Postgres' jsonb accepts: no NaN/Infinity, no NUL characters."""
+    try:
+        encoded = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except ValueError as exc:
+        raise BadInput(f"{where} must not contain NaN or Infinity", field=where) from exc
+    if "\\u0000" in encoded and _NUL_ESCAPE.search(encoded):
+        raise BadInput(f"{where} must not contain NUL (\\u0000) characters", field=where)
     return encoded
 
 
@@ -119,8 +134,14 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
         payload_json=payload_json(raw["payload"], f"{where}.payload", max_payload_bytes),
         priority=integer(raw.get("priority", 0), f"{where}.priority", *PRIORITY_RANGE),
         external_id=ext,
-        gold=raw.get("gold"),
+        gold=_gold(raw.get("gold"), f"{where}.gold"),
     )
+
+
+def _gold(value: Any, where: str) -> Any:
+    if value is not None:
+        storable_json(value, where)
+    return value
 
 
 def task_specs(raw: Any, max_tasks: int, max_payload_bytes: int) -> list[TaskSpec]:

@@ -2,9 +2,9 @@
 
 from starlette.routing import BaseRoute
 
-from . import claims, projects
+from . import batches, claims, projects
 from .common import error_response
 
-routes: list[BaseRoute] = [*claims.routes, *projects.routes]
+routes: list[BaseRoute] = [*claims.routes, *projects.routes, *batches.routes]
 
 __all__ = ["error_response", "routes"]

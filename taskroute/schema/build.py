@@ -13,13 +13,14 @@ from strawberry.extensions import (
 from strawberry.extensions.disable_introspection import DisableIntrospection
 from strawberry.tools import merge_types
 
+from .batches import BatchesMutation, BatchesQuery
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
 from .errors import ErrorCodes
 
 # Each area of the API contributes its own root types; they are merged into one schema.
-QUERIES: tuple[type, ...] = (CoreQuery,)
-MUTATIONS: tuple[type, ...] = (CoreMutation,)
+QUERIES: tuple[type, ...] = (CoreQuery, BatchesQuery)
+MUTATIONS: tuple[type, ...] = (CoreMutation, BatchesMutation)
 SUBSCRIPTIONS: tuple[type, ...] = ()
 
 MAX_DEPTH = 12

@@ -9,9 +9,10 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import claims, projects
+from taskroute.resolvers import claims, ingest, projects
 from taskroute.resolvers.accounts import Credential as CredentialRow
 
+from .batch_types import Ingest
 from .context import Context
 
 
@@ -32,6 +33,9 @@ class Task:
     skill: str
     priority: int
     payload: JSON | None
+    # For payloads too large to travel inline: GET it (expert's bearer token) while the lease
+    # lives; it expires after a few minutes (claim again for a fresh one).
+    payload_url: str | None = None
 
 
 @strawberry.type
@@ -52,6 +56,7 @@ class Claim:
                 skill=t.skill,
                 priority=t.priority,
                 payload=t.payload,
+                payload_url=t.payload_url,
             ),
         )
 
@@ -127,6 +132,11 @@ class Project:
     async def progress(self, info: strawberry.Info[Context, None]) -> Progress:
         counts = await projects.progress(info.context.db, parse_id(self.id))
         return Progress(**counts)
+
+    @strawberry.field
+    async def ingest(self, info: strawberry.Info[Context, None]) -> Ingest | None:
+        """Background ingest progress; null if the project never had a large batch."""
+        return Ingest.of(await ingest.status(info.context.db, parse_id(self.id)))
 
 
 @strawberry.type
