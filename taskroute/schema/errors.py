@@ -17,8 +17,9 @@ def _coded(error: GraphQLError) -> GraphQLError:
     original = error.original_error
     if isinstance(original, TaskrouteError):
         return error  # graphql-core already copied `original.extensions` (with the code)
-    if original is None:
-        # Parse, validation and variable errors: the request itself is wrong.
+    if original is None or isinstance(original, GraphQLError):
+        # Parse, validation and variable errors (graphql-core wraps a variable's coercion
+        # error as the original error): the request itself is wrong.
         code = (error.extensions or {}).get("code", "BAD_INPUT")
         return GraphQLError(
             error.message,
