@@ -57,6 +57,8 @@ class Settings:
     blob_concurrency: int = 16
     # Tasks per ingest chunk: the unit a background ingest stores in one transaction.
     ingest_chunk_tasks: int = 1000
+    # Chunks one server process ingests at once (each holds a pooled connection meanwhile).
+    ingest_workers: int = 2
     # Seconds between polls for queued ingest jobs (a local accept wakes the worker at once).
     ingest_poll_interval: float = 1.0
     # Back-off after a failed ingest attempt: base * 2^attempts seconds, at most max.
@@ -88,6 +90,7 @@ class Settings:
             inline_payload_bytes=_int("TASKROUTE_INLINE_PAYLOAD_BYTES", 16 * 1024),
             blob_concurrency=_int("TASKROUTE_BLOB_CONCURRENCY", 16),
             ingest_chunk_tasks=_int("TASKROUTE_INGEST_CHUNK_TASKS", 1000),
+            ingest_workers=_int("TASKROUTE_INGEST_WORKERS", 2),
             ingest_poll_interval=_float("TASKROUTE_INGEST_POLL_INTERVAL", 1.0),
             ingest_retry_base=_float("TASKROUTE_INGEST_RETRY_BASE", 0.5),
             ingest_retry_max=_float("TASKROUTE_INGEST_RETRY_MAX", 30.0),

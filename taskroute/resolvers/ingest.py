@@ -41,27 +41,36 @@ MAX_UNEXPECTED_ATTEMPTS = 10
 
 
 def encode_chunk(specs: Sequence[TaskSpec]) -> str:
-    # The canonical payload JSON travels as a string, so the worker hashes the very bytes the
-    # request was validated with (same blob key as the synchronous path).
-    return json.dumps(
-        [[s.skill, s.priority, s.external_id, s.gold, s.payload_json] for s in specs],
-        separators=(",", ":"),
-        ensure_ascii=False,
+    """One line per task: `[skill, priority, external_id, gold]` TAB canonical payload JSON.
+
+    The payload's canonical JSON is kept verbatim (no second encoding, and the worker hashes
+    the very bytes the request was validated with: the same blob key as the synchronous
+    path). Compact JSON never contains a raw tab or newline, so the separators are safe.
+    """
+    return "\n".join(
+        json.dumps([s.skill, s.priority, s.external_id, s.gold], separators=(",", ":"))
+        + "\t"
+        + s.payload_json
+        for s in specs
     )
 
 
 def decode_chunk(body: str) -> list[TaskSpec]:
-    return [
-        TaskSpec(
-            skill=skill,
-            payload=json.loads(payload_json),
-            payload_json=payload_json,
-            priority=priority,
-            external_id=external_id,
-            gold=gold,
+    specs = []
+    for line in body.split("\n"):
+        meta, _, payload_json = line.partition("\t")
+        skill, priority, external_id, gold = json.loads(meta)
+        specs.append(
+            TaskSpec(
+                skill=skill,
+                payload=json.loads(payload_json),
+                payload_json=payload_json,
+                priority=priority,
+                external_id=external_id,
+                gold=gold,
+            )
         )
-        for skill, priority, external_id, gold, payload_json in json.loads(body)
-    ]
+    return specs
 
 
 async def enqueue(
@@ -108,6 +117,11 @@ class IngestWorker:
         self._wake.set()
 
     async def run(self) -> None:
+        """`ingest_workers` loops: one writes a chunk's blobs while another inserts rows."""
+        loops = [self._loop() for _ in range(max(1, self.settings.ingest_workers))]
+        await asyncio.gather(*loops)
+
+    async def _loop(self) -> None:
         while True:
             self._wake.clear()
             try:

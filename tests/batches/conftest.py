@@ -4,6 +4,7 @@ mode) behind one interface the tests use to inspect, break and repair them."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import time
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import boto3
 import pytest
 import pytest_asyncio
@@ -55,6 +57,8 @@ class Moto:
 @pytest.fixture(scope="session")
 def moto() -> Iterator[Moto]:
     saved = {k: os.environ.get(k) for k in [*AWS_ENV, "AWS_ENDPOINT_URL"]}
+    # moto's server logs every request at INFO: 20,000 PUTs would go through log capture
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     m = Moto()
     m.start()
     os.environ.update(AWS_ENV)
@@ -209,3 +213,17 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s (last: {value!r})")
         await asyncio.sleep(interval)
+
+
+async def assert_open_tasks_have_payloads(db: asyncpg.Connection, store: StoreHandle) -> int:
+    """No task is open (or further along) whose payload is missing from the store."""
+    keys = {
+        r["payload_key"]
+        for r in await db.fetch(
+            "SELECT DISTINCT i.payload_key FROM tasks t JOIN items i ON i.id = t.item_id"
+        )
+    }
+    assert None not in keys, "every item references its payload in the store"
+    missing = keys - store.keys()
+    assert not missing, f"{len(missing)} tasks reference payloads missing from the store"
+    return len(keys)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ..helpers import ADMIN_TOKEN, Api, GraphQLError
-from .conftest import StartServer, StoreHandle, wait_for
+from .conftest import StartServer, StoreHandle, assert_open_tasks_have_payloads, wait_for
 
 BIG = "x" * 500  # over the suite's 200-byte inline threshold: delivered by URL
 
@@ -48,20 +48,6 @@ def big_tasks(n: int, skill: str = "grading", start: int = 0, **extra: Any) -> l
 
 def small_tasks(n: int, skill: str = "grading", start: int = 0, **extra: Any) -> list[dict]:
     return [{"skill": skill, "payload": {"n": i}, **extra} for i in range(start, start + n)]
-
-
-async def assert_open_tasks_have_payloads(db: asyncpg.Connection, store: StoreHandle) -> int:
-    """No task is open (or further along) whose payload is missing from the store."""
-    keys = {
-        r["payload_key"]
-        for r in await db.fetch(
-            "SELECT DISTINCT i.payload_key FROM tasks t JOIN items i ON i.id = t.item_id"
-        )
-    }
-    assert None not in keys, "every item references its payload in the store"
-    missing = keys - store.keys()
-    assert not missing, f"{len(missing)} tasks reference payloads missing from the store"
-    return len(keys)
 
 
 async def fetch_payload(server_url: str, url: str, token: str | None) -> httpx.Response:
