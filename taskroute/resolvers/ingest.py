@@ -164,9 +164,9 @@ class IngestWorker:
             except BlobStoreError as exc:
                 await tx.rollback()
                 await self._attempt_failed(conn, job_id, f"object store: {exc}", None)
-            except (asyncpg.PostgresConnectionError, OSError):
+            except (asyncpg.PostgresConnectionError, OSError, asyncio.CancelledError):
                 await _quiet_rollback(tx)
-                raise  # the database itself: the run loop waits and tries again
+                raise  # shutdown, or the database itself: the run loop waits and retries
             except Exception as exc:
                 await _quiet_rollback(tx)
                 if job_id is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -162,8 +161,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHandl
         s.repair()
     if isinstance(s, S3Store) and s.moto.server is None:
         s.moto.start()
-    if isinstance(s, FolderStore):
-        shutil.rmtree(s.root, ignore_errors=True)
 
 
 # Small thresholds so the tests see both delivery modes and quick retries.

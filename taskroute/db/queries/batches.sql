@@ -15,16 +15,22 @@ FROM unnest($2::int[], $3::int[], $4::int[], $5::text[])
      AS u(chunk_no, first_index, task_count, body);
 
 -- name: ingest_chunk_claim
--- No parameters. The next chunk of the oldest due job, locked for this transaction; chunks
--- other workers (in any process) hold are skipped. A worker that dies releases its lock
--- with its connection, so the chunk is simply claimed again.
+-- No parameters. The first free chunk of the longest-due job, locked for this transaction;
+-- chunks other workers (in any process) hold are skipped. Jobs are walked in the order of
+-- the partial index `ingest_jobs_due`, each probed for one chunk (no sort of all chunks). A
+-- worker that dies releases its lock with its connection, so the chunk is claimed again.
 SELECT c.job_id, c.chunk_no, c.first_index, c.task_count, c.body, j.project_id, j.kind
 FROM ingest_jobs j
-JOIN ingest_chunks c ON c.job_id = j.id
+CROSS JOIN LATERAL (
+    SELECT * FROM ingest_chunks c
+    WHERE c.job_id = j.id
+    ORDER BY c.chunk_no
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) c
 WHERE j.state IN ('queued', 'running', 'retrying') AND j.next_attempt_at <= now()
-ORDER BY j.next_attempt_at, j.created_at, c.chunk_no
-LIMIT 1
-FOR UPDATE OF c SKIP LOCKED;
+ORDER BY j.next_attempt_at
+LIMIT 1;
 
 -- name: project_lock_share
 -- $1 project_id. Held while tasks are inserted, so a concurrent cancel waits and then
