@@ -147,9 +147,16 @@ class IngestWorker:
                     await tx.rollback()
                     return False
                 job_id = chunk["job_id"]
+                project = await conn.fetchrow(Q["project_get"], chunk["project_id"], None)
+                if project["status"] == "canceled":  # don't write blobs nobody will need
+                    await conn.execute(Q["ingest_job_cancel"], job_id)
+                    await tx.commit()
+                    return True
                 specs = decode_chunk(chunk["body"])
                 # Payloads first (durable), then the tasks that need them become open.
                 refs = await store_payloads(self.blobs, specs, s.inline_payload_bytes)
+                # Locked only now (not during the blob writes): a cancel that committed
+                # meanwhile is seen here; one that comes later waits and cancels our tasks.
                 project_status = await conn.fetchval(Q["project_lock_share"], chunk["project_id"])
                 if project_status == "canceled":
                     await conn.execute(Q["ingest_job_cancel"], job_id)

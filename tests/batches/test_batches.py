@@ -486,3 +486,34 @@ async def test_audit_log_is_scoped_and_paginated(
         assert r.status_code == 200 and len(r.json()["entries"]) == 2
         assert r.json()["next_cursor"] == r.json()["entries"][1]["cursor"]
     assert await db.fetchval("SELECT count(*) FROM audit_log") == 6
+
+
+async def test_cancel_stops_a_background_ingest(
+    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
+) -> None:
+    srv = await start_server()
+    async with Api(srv.url) as api:
+        customer = await api.create_customer()
+        store.break_()  # holds the job in 'retrying' until the cancel
+        created = await api.create_project(customer["token"], big_tasks(250))
+        assert created["accepted"] is True
+        pid = created["project"]["id"]
+
+        async def state() -> str:
+            d = await api.gql(PROJECT_STATUS, {"p": pid}, customer["token"])
+            return d["project"]["ingest"]["state"]
+
+        await wait_for(lambda: _equals(state(), "retrying"))
+        canceled = await api.gql(
+            "mutation($p: ID!) { cancelProject(id: $p) { status } }", {"p": pid}, customer["token"]
+        )
+        assert canceled["cancelProject"]["status"] == "canceled"
+        store.repair()
+        await wait_for(lambda: _equals(state(), "canceled"))
+    assert await db.fetchval("SELECT count(*) FROM tasks") == 0
+    assert await db.fetchval("SELECT count(*) FROM ingest_chunks") == 0
+    assert store.keys() == set()  # nothing written for a canceled batch
+
+
+async def _equals(value: Any, expected: Any) -> bool:
+    return (await value) == expected
