@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import dataclass
 
 import strawberry
 
@@ -12,10 +12,17 @@ from taskroute.resolvers import validation as v
 
 from .batch_types import AuditEntry, AuditPage, Ingest
 from .context import Context
-from .inputs import TaskInput
+from .inputs import TaskInput, as_dict
 from .types import Project
 
 Info = strawberry.Info[Context, None]
+
+
+@dataclass
+class _TaskList:
+    """Lets addTasks' task list go through the same `as_dict` as createProject's."""
+
+    tasks: list[TaskInput]
 
 
 @strawberry.type
@@ -36,10 +43,7 @@ class BatchesMutation:
     ) -> AddTasksPayload:
         customer_id = (await info.context.viewer()).require_customer()
         settings = info.context.settings
-        raw = [
-            {k: val for k, val in asdict(t).items() if val is not None or k == "payload"}
-            for t in tasks
-        ]
+        raw = as_dict(_TaskList(tasks))["tasks"]
         specs = v.task_specs(raw, settings.max_tasks_per_request, settings.max_payload_bytes)
         added = await batches.add_tasks(
             info.context.services, customer_id, parse_id(project_id, "project"), specs
