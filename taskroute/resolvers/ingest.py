@@ -127,6 +127,7 @@ class IngestWorker:
             try:
                 while await self.step():
                     pass
+                await self.db.execute(Q["ingest_chunks_of_canceled_delete"])
             except asyncio.CancelledError:
                 raise
             except Exception:  # e.g. the database is down: keep the worker alive

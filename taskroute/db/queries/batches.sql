@@ -75,13 +75,29 @@ WHERE id = $1 AND state IN ('queued', 'running', 'retrying')
 RETURNING state, attempts, next_attempt_at;
 
 -- name: ingest_job_cancel
--- $1 job_id. The project was canceled: the rest of the batch is dropped.
+-- $1 job_id. The project was canceled: the rest of the batch is dropped. Chunks another
+-- worker holds are skipped (waiting for them could deadlock on the job row); that worker
+-- sees the cancel itself and drops its chunk the same way.
 WITH job AS (
     UPDATE ingest_jobs SET state = 'canceled', finished_at = now(), updated_at = now()
     WHERE id = $1 AND state IN ('queued', 'running', 'retrying')
-    RETURNING id
 )
-DELETE FROM ingest_chunks c USING job WHERE c.job_id = job.id;
+DELETE FROM ingest_chunks c
+WHERE (c.job_id, c.chunk_no) IN (
+    SELECT job_id, chunk_no FROM ingest_chunks WHERE job_id = $1 FOR UPDATE SKIP LOCKED
+);
+
+-- name: ingest_chunks_of_canceled_delete
+-- No parameters. Chunks left behind by a canceled job (a worker that held one while the job
+-- was canceled, then failed or died): dropped by an idle worker. The table only holds
+-- pending work, so the scan is small.
+DELETE FROM ingest_chunks c
+WHERE (c.job_id, c.chunk_no) IN (
+    SELECT c2.job_id, c2.chunk_no
+    FROM ingest_chunks c2 JOIN ingest_jobs j ON j.id = c2.job_id
+    WHERE j.state = 'canceled'
+    FOR UPDATE OF c2 SKIP LOCKED
+);
 
 -- name: ingest_job_get
 -- $1 job_id.
