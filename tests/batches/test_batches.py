@@ -518,3 +518,26 @@ async def test_cancel_stops_a_background_ingest(
 
 async def _equals(value: Any, expected: Any) -> bool:
     return (await value) == expected
+
+
+async def test_concurrent_resends_store_each_external_id_once(
+    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
+) -> None:
+    srv = await start_server()
+    async with Api(srv.url) as api:
+        customer = await api.create_customer()
+        pid = (await api.create_project(customer["token"], small_tasks(1)))["project"]["id"]
+        batch = [dict(t, external_id=f"x{i}") for i, t in enumerate(small_tasks(60))]
+
+        async def send() -> int:
+            r = await api.rest(
+                "POST", f"/v1/projects/{pid}/tasks", customer["token"], json={"tasks": batch}
+            )
+            assert r.status_code == 201, r.text
+            return r.json()["added"]
+
+        added = await asyncio.gather(*(send() for _ in range(6)))
+    assert sum(added) == 60  # each task was new for exactly one of the racing requests
+    assert await db.fetchval("SELECT count(*) FROM items WHERE external_id IS NOT NULL") == 60
+    assert await db.fetchval("SELECT count(*) FROM tasks") == 61
+    await assert_open_tasks_have_payloads(db, store)
