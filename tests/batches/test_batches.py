@@ -289,7 +289,7 @@ async def test_graphql_large_batch_and_add_tasks_are_idempotent_by_external_id(
 async def test_object_store_down(
     start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
 ) -> None:
-    srv = await start_server()
+    srv = await start_server(ingest_chunk_tasks=50)
     async with Api(srv.url) as api:
         customer = await api.create_customer()
         expert = await api.create_expert(["grading"])
@@ -306,15 +306,20 @@ async def test_object_store_down(
         assert r.status_code == 503 and r.json()["error"]["code"] == "UNAVAILABLE"
         assert await db.fetchval("SELECT count(*) FROM projects") == 1
         assert await db.fetchval("SELECT count(*) FROM tasks") == 3
+        store.repair()
 
-        # Background path: accepted (the request is durable), then retried with back-off.
+        # Background path: the store stops mid-ingest (after a few 50-task chunks).
         r = await api.rest(
             "POST",
             f"/v1/projects/{pid}/tasks",
             customer["token"],
-            json={"tasks": big_tasks(300, start=10)},
+            json={"tasks": small_tasks(1000, start=10)},
         )
         assert r.status_code == 202, r.text
+        await wait_for(
+            lambda: db.fetchval("SELECT tasks_stored >= 100 FROM ingest_jobs"), interval=0.005
+        )
+        store.break_()
 
         async def retrying() -> dict | None:
             d = await api.gql(PROJECT_STATUS, {"p": pid}, customer["token"])
@@ -322,14 +327,28 @@ async def test_object_store_down(
             return ing if ing["state"] == "retrying" and ing["error"] else None
 
         ingest = await wait_for(retrying)
-        assert ingest["tasksStored"] == 0 and "object store" in ingest["error"]
-        await wait_for(lambda: db.fetchval("SELECT attempts >= 3 FROM ingest_jobs"), timeout=30)
-        # None of the batch's tasks exist, so none can be claimed; the 3 old ones can.
-        assert await db.fetchval("SELECT count(*) FROM tasks") == 3
+        assert "object store" in ingest["error"]
+        stored = ingest["tasksStored"]
+        assert 100 <= stored < 1000, "the store must stop mid-ingest for this test to mean much"
+        # It retries with back-off; meanwhile no task appears without its payload.
+        await wait_for(lambda: db.fetchval("SELECT attempts >= 3 FROM ingest_jobs"))
+        assert await db.fetchval("SELECT count(*) FROM tasks") == 3 + stored
+        assert await db.fetchval("SELECT tasks_stored FROM ingest_jobs") == stored
+        during = {
+            r["payload_key"]
+            for r in await db.fetch(
+                "SELECT i.payload_key FROM tasks t JOIN items i ON i.id = t.item_id"
+            )
+        }
+        # What is stored stays claimable (its payloads are durable); nothing else exists.
         claim = (await api.gql(CLAIM, token=expert["token"]))["claimNextTask"]
-        assert claim["task"]["payload"]["n"] in (0, 1, 2)
+        assert claim is not None and claim["task"]["payload"] is not None
 
         store.repair()
+        # (The store cannot be listed while down.) Payloads are distinct per task and only
+        # chunks not yet stored are written again, so the tasks that existed during the
+        # outage had their payloads stored before it.
+        assert None not in during and during <= store.keys()
 
         async def done() -> dict | None:
             d = await api.gql(PROJECT_STATUS, {"p": pid}, customer["token"])
@@ -337,8 +356,9 @@ async def test_object_store_down(
             return ing if ing["state"] == "done" else None
 
         ingest = await wait_for(done)
-        assert ingest == {"state": "done", "tasksStored": 300, "tasksTotal": 300, "error": None}
-    assert await db.fetchval("SELECT count(*) FROM tasks") == 303
+        assert ingest == {"state": "done", "tasksStored": 1000, "tasksTotal": 1000, "error": None}
+    assert await db.fetchval("SELECT count(*) FROM tasks") == 1003
+    assert await db.fetchval("SELECT count(DISTINCT item_id) FROM tasks") == 1003
     await assert_open_tasks_have_payloads(db, store)
 
 
