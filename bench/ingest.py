@@ -167,7 +167,11 @@ async def run(kind: str, n_tasks: int, per_request: int, tmp: Path) -> None:
         for p in procs:
             p.terminate()
         for p in procs:
-            p.wait(10)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:  # moto ignores SIGTERM while busy
+                p.kill()
+                p.wait()
         await admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
         await admin.close()
 
