@@ -168,7 +168,7 @@ class Runtime:
         self.worker_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.worker_task
-        payloads.configure(None)
+        # payload URL signing stays configured: another app in this process may still use it
         await self.blobs.close()
 
 
