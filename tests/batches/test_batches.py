@@ -561,3 +561,47 @@ async def test_concurrent_resends_store_each_external_id_once(
     assert await db.fetchval("SELECT count(*) FROM items WHERE external_id IS NOT NULL") == 60
     assert await db.fetchval("SELECT count(*) FROM tasks") == 61
     await assert_open_tasks_have_payloads(db, store)
+
+
+async def test_tasks_claimed_during_ingest_always_have_their_payload(
+    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
+) -> None:
+    """Experts claim, fetch and submit while a batch is ingested chunk by chunk: every task
+    they can claim already has its payload in the store."""
+    srv = await start_server(ingest_chunk_tasks=10)
+    async with Api(srv.url) as api:
+        customer = await api.create_customer()
+        experts = [await api.create_expert(["grading"], name=f"w{i}") for i in range(3)]
+        pid = (await api.create_project(customer["token"], big_tasks(1)))["project"]["id"]
+        r = await api.rest(
+            "POST",
+            f"/v1/projects/{pid}/tasks",
+            customer["token"],
+            json={"tasks": big_tasks(100, start=1)},
+        )
+        assert r.status_code == 202, r.text
+        seen: list[int] = []
+
+        async def work(expert: dict[str, str]) -> None:
+            idle_since = None
+            while True:
+                claim = (await api.gql(CLAIM, token=expert["token"]))["claimNextTask"]
+                if claim is None:
+                    d = await api.gql(PROJECT_STATUS, {"p": pid}, customer["token"])
+                    if d["project"]["ingest"]["state"] == "done":
+                        idle_since = idle_since or asyncio.get_running_loop().time()
+                        if asyncio.get_running_loop().time() - idle_since > 0.5:
+                            return
+                    await asyncio.sleep(0.02)
+                    continue
+                got = await fetch_payload(srv.url, claim["task"]["payloadUrl"], expert["token"])
+                assert got.status_code == 200, got.text
+                payload = json.loads(got.content)
+                assert payload["text"] == BIG
+                seen.append(payload["n"])
+                await api.submit(expert["token"], claim["assignmentId"], {"ok": True})
+
+        await asyncio.wait_for(asyncio.gather(*(work(e) for e in experts)), timeout=120)
+    assert sorted(seen) == list(range(101))
+    assert await db.fetchval("SELECT count(*) FROM tasks WHERE status = 'done'") == 101
+    assert await db.fetchval("SELECT count(*) FROM audit_log WHERE action = 'payload_fetch'") == 101
