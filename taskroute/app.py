@@ -29,6 +29,7 @@ from taskroute.observability.requests import RequestContext
 from taskroute.realtime.backend import PostgresNotifyBackend
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
+from taskroute.resolvers import batches
 from taskroute.resolvers.alerts import run_alerts
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
@@ -131,9 +132,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         NOTIFIER.start(services.db)
         sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
         deadline_alerts = asyncio.create_task(run_alerts(services.db, settings))
+        batch_runtime = await batches.start(services)
         try:
             yield {"services": services}
         finally:
+            await batch_runtime.stop()
             for job in (sweeper, deadline_alerts):
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

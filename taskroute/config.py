@@ -63,6 +63,25 @@ class Settings:
     listen_probe_interval: float = 5.0
     # Seconds a probe may take; two probes in a row without an answer replace the connection.
     listen_probe_timeout: float = 5.0
+    # --- batches (issue 3) ---
+    # Payloads up to this many bytes also stay inline in the item row and travel inside the
+    # claim; larger ones are fetched through a short-lived payload URL.
+    inline_payload_bytes: int = 16 * 1024
+    # Blob-store calls in flight per server process (threads / pooled S3 connections).
+    blob_concurrency: int = 16
+    # Tasks per ingest chunk: the unit a background ingest stores in one transaction.
+    ingest_chunk_tasks: int = 1000
+    # Chunks one server process ingests at once (each holds a pooled connection meanwhile).
+    ingest_workers: int = 2
+    # Seconds between polls for queued ingest jobs (a local accept wakes the worker at once).
+    ingest_poll_interval: float = 1.0
+    # Back-off after a failed ingest attempt: base * 2^attempts seconds, at most max.
+    ingest_retry_base: float = 0.5
+    ingest_retry_max: float = 30.0
+    # Lifetime of a payload URL, in seconds (it also dies with the lease).
+    payload_url_ttl: int = 300
+    # Key that signs payload URLs; empty -> one generated once and shared through the database.
+    url_secret: str = ""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -89,4 +108,13 @@ class Settings:
             forecast_interval=_float("TASKROUTE_FORECAST_INTERVAL", 30.0),
             forecast_hysteresis=_float("TASKROUTE_FORECAST_HYSTERESIS", 0.1),
             forecast_poll=_float("TASKROUTE_FORECAST_POLL", 2.0),
+            inline_payload_bytes=_int("TASKROUTE_INLINE_PAYLOAD_BYTES", 16 * 1024),
+            blob_concurrency=_int("TASKROUTE_BLOB_CONCURRENCY", 16),
+            ingest_chunk_tasks=_int("TASKROUTE_INGEST_CHUNK_TASKS", 1000),
+            ingest_workers=_int("TASKROUTE_INGEST_WORKERS", 2),
+            ingest_poll_interval=_float("TASKROUTE_INGEST_POLL_INTERVAL", 1.0),
+            ingest_retry_base=_float("TASKROUTE_INGEST_RETRY_BASE", 0.5),
+            ingest_retry_max=_float("TASKROUTE_INGEST_RETRY_MAX", 30.0),
+            payload_url_ttl=_int("TASKROUTE_PAYLOAD_URL_TTL", 300),
+            url_secret=os.environ.get("TASKROUTE_URL_SECRET", ""),
         )

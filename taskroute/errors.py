@@ -73,3 +73,10 @@ class Unavailable(TaskrouteError):
 class AlreadyReversed(TaskrouteError):
     code = "ALREADY_REVERSED"
     http_status = 409
+
+
+class LinkExpired(TaskrouteError):
+    """A signed, short-lived link (e.g. a payload URL) is past its expiry: claim again."""
+
+    code = "LINK_EXPIRED"
+    http_status = 410

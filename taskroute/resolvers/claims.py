@@ -20,7 +20,7 @@ from taskroute.errors import (
 )
 from taskroute.observability import metrics
 from taskroute.realtime import notify
-from taskroute.resolvers import quality
+from taskroute.resolvers import payloads, quality
 from taskroute.resolvers.validation import json_value
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -34,6 +34,8 @@ class ClaimedTask:
     skill: str
     priority: int
     payload: Any
+    # Set instead of `payload` when the payload is too large to travel inline (payloads.py).
+    payload_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,18 @@ class Receipt:
 
 
 def _claim_from_row(row: asyncpg.Record) -> Claim:
+    payload, payload_url = payloads.deliver(row)
     task = ClaimedTask(
-        row["task_id"], row["project_id"], row["skill"], row["priority"], row["payload"]
+        row["task_id"], row["project_id"], row["skill"], row["priority"], payload, payload_url
     )
     return Claim(row["assignment_id"], row["lease_until"], task)
+
+
+async def _audit_claim(conn: asyncpg.Connection, expert_id: UUID, row: asyncpg.Record) -> None:
+    """Who received which customer's data, when: every time a claim hands out a payload."""
+    await conn.execute(
+        Q["audit_insert"], expert_id, row["customer_id"], row["project_id"], row["task_id"], "claim"
+    )
 
 
 async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) -> Claim | None:
@@ -75,6 +85,8 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
         held = await conn.fetchrow(Q["assignment_active_for_expert"], expert_id)
         if held is not None:
             metrics.CLAIMS.labels("held").inc()
+            # The payload is handed out again: that is audited like the first time.
+            await _audit_claim(conn, expert_id, held)
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
@@ -85,14 +97,7 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
         if row is None:
             row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
         if row is not None:
-            await conn.execute(
-                Q["audit_insert"],
-                expert_id,
-                row["customer_id"],
-                row["project_id"],
-                row["task_id"],
-                "claim",
-            )
+            await _audit_claim(conn, expert_id, row)
     # After commit: dashboards recount what changed.
     changed = {r["project_id"] for r in released}
     if row is None:

@@ -14,6 +14,7 @@ from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound
 from taskroute.realtime import notify
+from taskroute.resolvers.payloads import PayloadRef
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 
@@ -25,11 +26,26 @@ class Created:
 
 
 async def insert_tasks(
-    conn: asyncpg.Connection, project_id: UUID, specs: list[TaskSpec], status: str
+    conn: asyncpg.Connection,
+    project_id: UUID,
+    specs: list[TaskSpec],
+    status: str,
+    refs: list[PayloadRef] | None = None,
 ) -> int:
-    """Store items (payloads inline) and their task slots; return how many items were new."""
+    """Store items and their task slots; return how many items were new.
+
+    The one step that makes tasks 'open', for the synchronous and the background paths alike.
+    `refs` say where each payload lives (its blob key, written durably BEFORE this call, and
+    whether it also stays inline); without refs every payload is inline only.
+    """
     if not specs:
         return 0
+    if refs is None:
+        inline = [s.payload for s in specs]
+        keys: list[str | None] = [None] * len(specs)
+    else:
+        inline = [s.payload if r.inline else None for s, r in zip(specs, refs, strict=True)]
+        keys = [r.key for r in refs]
     ids = [uuid.uuid4() for _ in specs]
     new_ids = {
         r["id"]
@@ -39,8 +55,8 @@ async def insert_tasks(
             ids,
             [s.skill for s in specs],
             [s.external_id for s in specs],
-            [s.payload for s in specs],
-            [None] * len(specs),
+            inline,
+            keys,
             [len(s.payload_json.encode()) for s in specs],
             [s.gold for s in specs],
         )
@@ -66,7 +82,10 @@ async def insert_tasks(
     return len(fresh)
 
 
-async def create_project(db: Database, customer_id: UUID, spec: ProjectSpec) -> Created:
+async def create_project(
+    db: Database, customer_id: UUID, spec: ProjectSpec, refs: list[PayloadRef] | None = None
+) -> Created:
+    """Synchronous creation; callers go through `batches.create_project` (payloads first)."""
     async with db.transaction() as conn:
         project = await conn.fetchrow(
             Q["project_insert"],
@@ -81,7 +100,7 @@ async def create_project(db: Database, customer_id: UUID, spec: ProjectSpec) -> 
             spec.redundancy,
             spec.max_retries,
         )
-        await insert_tasks(conn, project["id"], spec.tasks, "open")
+        await insert_tasks(conn, project["id"], spec.tasks, "open", refs)
     notify.progress_changed(project["id"])
     return Created(project, accepted=False)
 

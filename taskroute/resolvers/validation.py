@@ -16,6 +16,8 @@ from taskroute.errors import BadInput
 SKILL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 PRIORITY_RANGE = (-1000, 1000)
 NAME_MAX = 200
+# \u0000 in JSON text, not preceded by an escaped backslash (jsonb cannot store NUL)
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 EXTERNAL_ID_MAX = 200
 
 

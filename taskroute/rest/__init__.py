@@ -2,12 +2,13 @@
 
 from starlette.routing import BaseRoute
 
-from . import claims, dashboard, ledger, projects, quality, realtime
+from . import batches, claims, dashboard, ledger, projects, quality, realtime
 from .common import error_response
 
 routes: list[BaseRoute] = [
     *claims.routes,
     *projects.routes,
+    *batches.routes,
     *quality.routes,
     *ledger.routes,
     *dashboard.routes,

@@ -27,6 +27,7 @@ def _claim_json(c: claims.Claim) -> dict[str, Any]:
             "skill": t.skill,
             "priority": t.priority,
             "payload": t.payload,
+            "payload_url": t.payload_url,
         },
     }
 

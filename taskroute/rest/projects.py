@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import projects
+from taskroute.resolvers import batches, ingest, projects
 from taskroute.resolvers import validation as v
 
 from .common import json_body, services, viewer
@@ -19,7 +19,7 @@ async def create_project(request: Request) -> Response:
     spec = v.project_spec(
         await json_body(request), s.settings.max_tasks_per_request, s.settings.max_payload_bytes
     )
-    created = await projects.create_project(s.db, customer_id, spec)
+    created = await batches.create_project(s, customer_id, spec)
     project_id = str(created.project["id"])
     body = {
         "project_id": project_id,
@@ -41,6 +41,7 @@ async def get_project(request: Request) -> Response:
             "status": row["status"],
             "deadline": row["deadline"].isoformat() if row["deadline"] else None,
             "progress": await projects.progress(s.db, project_id),
+            "ingest": await ingest.status(s.db, project_id),
         }
     )
 

@@ -7,6 +7,7 @@ from strawberry.extensions import MaxTokensLimiter, ParserCache, ValidationCache
 from strawberry.extensions.disable_introspection import DisableIntrospection
 from strawberry.tools import merge_types
 
+from .batches import BatchesMutation, BatchesQuery
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
 from .customer_views import CustomerViewsQuery
@@ -20,12 +21,19 @@ from .realtime import RealtimeSubscription
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (
     CoreQuery,
+    BatchesQuery,
     QualityQuery,
     ForecastQuery,
     LedgerQuery,
     CustomerViewsQuery,
 )
-MUTATIONS: tuple[type, ...] = (CoreMutation, QualityMutation, ForecastMutation, LedgerMutation)
+MUTATIONS: tuple[type, ...] = (
+    CoreMutation,
+    BatchesMutation,
+    QualityMutation,
+    ForecastMutation,
+    LedgerMutation,
+)
 SUBSCRIPTIONS: tuple[type, ...] = (RealtimeSubscription, ForecastSubscription)
 
 __all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "build_schema"]

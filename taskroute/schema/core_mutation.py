@@ -9,7 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import accounts, claims, projects
+from taskroute.resolvers import accounts, batches, claims, projects
 from taskroute.resolvers import validation as v
 
 from .context import Context
@@ -47,7 +47,7 @@ class CoreMutation:
         spec = v.project_spec(
             as_dict(input), settings.max_tasks_per_request, settings.max_payload_bytes
         )
-        created = await projects.create_project(info.context.db, customer_id, spec)
+        created = await batches.create_project(info.context.services, customer_id, spec)
         return CreateProjectPayload(project=Project.of(created.project), accepted=created.accepted)
 
     @strawberry.mutation

@@ -9,10 +9,11 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import claims, projects, quality
+from taskroute.resolvers import claims, ingest, projects, quality
 from taskroute.resolvers.accounts import Credential as CredentialRow
 
 from . import project_views
+from .batch_types import Ingest
 from .context import Context
 
 
@@ -33,6 +34,9 @@ class Task:
     skill: str
     priority: int
     payload: JSON | None
+    # For payloads too large to travel inline: GET it (expert's bearer token) while the lease
+    # lives; it expires after a few minutes (claim again for a fresh one).
+    payload_url: str | None = None
 
     @strawberry.field(description="Adjudication tasks only: the answers to decide between.")
     async def prior_answers(self, info: strawberry.Info[Context, None]) -> list[JSON] | None:
@@ -60,6 +64,7 @@ class Claim:
                 skill=t.skill,
                 priority=t.priority,
                 payload=t.payload,
+                payload_url=t.payload_url,
             ),
         )
 
@@ -145,6 +150,11 @@ class Project:
     )
     forecast: project_views.Forecast = strawberry.field(resolver=project_views.project_forecast)
     alerts: list[project_views.Alert] = strawberry.field(resolver=project_views.project_alerts)
+
+    @strawberry.field
+    async def ingest(self, info: strawberry.Info[Context, None]) -> Ingest | None:
+        """Background ingest progress; null if the project never had a large batch."""
+        return Ingest.of(await ingest.status(info.context.db, parse_id(self.id)))
 
 
 @strawberry.type

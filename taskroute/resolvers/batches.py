@@ -1,0 +1,186 @@
+"""Batches: createProject / addTasks with payloads in the blob store, sync or in the background.
+
+Fewer than ASYNC_MIN_TASKS tasks: payloads are written (durably) first, then one transaction
+inserts the tasks as 'open', then the answer (REST 201, `accepted: false`). Otherwise the
+request is stored as an ingest job and the answer comes at once (REST 202, `accepted: true`);
+see `ingest.py`. Also the audit log query and the per-process runtime (store, worker, URLs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import asyncpg
+
+from taskroute.blobs import BlobStore, BlobStoreError, open_blob_store
+from taskroute.db.queries import Q
+from taskroute.errors import BadInput, NotFound, ProjectCanceled, Unavailable
+from taskroute.resolvers import ingest, payloads, projects
+from taskroute.resolvers.validation import ProjectSpec, TaskSpec
+
+if TYPE_CHECKING:
+    from taskroute.schema.context import Services
+
+log = logging.getLogger(__name__)
+
+AUDIT_PAGE_MAX = 1000
+
+
+def blobs_of(services: Services) -> BlobStore:
+    store = services.extras.get("blobs")
+    if store is None:
+        raise Unavailable("the payload store is not configured in this process")
+    return store
+
+
+def _wake_worker(services: Services) -> None:
+    worker = services.extras.get("ingest_worker")
+    if worker is not None:
+        worker.wake()
+
+
+async def _store_or_unavailable(services: Services, specs: list[TaskSpec]) -> list[Any]:
+    try:
+        return await payloads.store_payloads(
+            blobs_of(services), specs, services.settings.inline_payload_bytes
+        )
+    except BlobStoreError as exc:
+        log.warning("payload store unavailable: %s", exc)
+        raise Unavailable("the payload store is unavailable; nothing was stored") from exc
+
+
+async def create_project(
+    services: Services, customer_id: UUID, spec: ProjectSpec
+) -> projects.Created:
+    if len(spec.tasks) < ingest.ASYNC_MIN_TASKS:
+        refs = await _store_or_unavailable(services, spec.tasks)
+        return await projects.create_project(services.db, customer_id, spec, refs)
+    async with services.db.transaction() as conn:
+        project = await conn.fetchrow(
+            Q["project_insert"],
+            customer_id,
+            spec.name,
+            "ingesting",
+            spec.priority,
+            spec.deadline,
+            spec.lease_seconds,
+            spec.pay_cents,
+            spec.min_quality,
+            spec.redundancy,
+            spec.max_retries,
+        )
+        await ingest.enqueue(
+            conn,
+            project["id"],
+            customer_id,
+            "create",
+            spec.tasks,
+            services.settings.ingest_chunk_tasks,
+        )
+    _wake_worker(services)
+    return projects.Created(project, accepted=True)
+
+
+@dataclass(frozen=True)
+class Added:
+    project: asyncpg.Record
+    # False: stored and open now (`added` new tasks); True: queued as background job `job_id`.
+    accepted: bool
+    added: int | None = None
+    job_id: UUID | None = None
+
+
+async def _lock_project(conn: asyncpg.Connection, project_id: UUID, customer_id: UUID) -> Any:
+    project = await conn.fetchrow(Q["project_get"], project_id, customer_id)
+    if project is None:
+        raise NotFound("no such project")
+    # FOR SHARE: a concurrent cancel waits for us, then cancels what we insert too.
+    if await conn.fetchval(Q["project_lock_share"], project_id) == "canceled":
+        raise ProjectCanceled("the project was canceled")
+    return project
+
+
+async def add_tasks(
+    services: Services, customer_id: UUID, project_id: UUID, specs: list[TaskSpec]
+) -> Added:
+    if not specs:
+        raise BadInput("tasks must list at least one task", field="tasks")
+    db = services.db
+    if len(specs) < ingest.ASYNC_MIN_TASKS:
+        # Check before writing blobs, so a wrong project id stores nothing at all.
+        async with db.transaction() as conn:
+            await _lock_project(conn, project_id, customer_id)
+        refs = await _store_or_unavailable(services, specs)
+        async with db.transaction() as conn:
+            project = await _lock_project(conn, project_id, customer_id)
+            added = await projects.insert_tasks(conn, project_id, specs, "open", refs)
+        return Added(project, accepted=False, added=added)
+    async with db.transaction() as conn:
+        project = await _lock_project(conn, project_id, customer_id)
+        job = await ingest.enqueue(
+            conn, project_id, customer_id, "add", specs, services.settings.ingest_chunk_tasks
+        )
+    _wake_worker(services)
+    return Added(project, accepted=True, job_id=job["id"])
+
+
+async def audit_page(
+    services: Services,
+    customer_scope: UUID | None,
+    project_id: UUID | None,
+    expert_id: UUID | None,
+    after: str | None,
+    limit: int,
+) -> tuple[list[asyncpg.Record], str | None]:
+    """Entries after the cursor `after`, oldest first, and the cursor of the next page."""
+    if not 1 <= limit <= AUDIT_PAGE_MAX:
+        raise BadInput(f"limit must be between 1 and {AUDIT_PAGE_MAX}", field="limit")
+    if after is None or after == "":
+        after_seq = 0
+    elif after.isdigit() and len(after) < 19:
+        after_seq = int(after)
+    else:
+        raise BadInput("after must be a cursor returned by auditLog", field="after")
+    if project_id is not None:
+        await projects.get_project(services.db, project_id, customer_scope)
+    rows = await services.db.fetch(
+        Q["audit_log_page"], customer_scope, project_id, expert_id, after_seq, limit + 1
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (str(rows[-1]["seq"]) if more else None)
+
+
+# --- the per-process runtime -------------------------------------------------------------
+
+
+@dataclass
+class Runtime:
+    blobs: BlobStore
+    worker_task: asyncio.Task[None]
+
+    async def stop(self) -> None:
+        self.worker_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.worker_task
+        # payload URL signing stays configured: another app in this process may still use it
+        await self.blobs.close()
+
+
+async def start(services: Services) -> Runtime:
+    """Called by the app's lifespan: the blob store, payload URLs and the ingest worker."""
+    s = services.settings
+    blobs = open_blob_store(s.blob_url, s.data_dir, s.blob_concurrency)
+    secret = await payloads.load_secret(services.db, s.url_secret)
+    payloads.configure(payloads.PayloadUrls(secret, s.payload_url_ttl))
+    worker = ingest.IngestWorker(services.db, blobs, s)
+    services.extras["blobs"] = blobs
+    services.extras["ingest_worker"] = worker
+    task = asyncio.create_task(worker.run(), name="ingest-worker")
+    log.info("payloads in %s; ingest worker started", blobs.url)
+    return Runtime(blobs, task)

@@ -1,0 +1,214 @@
+"""Background ingest of large batches (>= ASYNC_MIN_TASKS tasks).
+
+Accepting a batch stores the validated task specs in `ingest_chunks` in one transaction (the
+request is durable before the 202). A worker in every server process then takes one chunk at
+a time with `FOR UPDATE SKIP LOCKED`, writes its payloads to the blob store, and in the same
+transaction inserts its items and tasks as 'open' and deletes the chunk. So:
+- a task is never open before its payload is durable (blob writes come before the insert);
+- a crash anywhere rolls the chunk back and another worker (or the restart) redoes it: the
+  blobs are content-addressed, and the chunk row vanishes only with its tasks, so no
+  duplicates;
+- object-store errors leave the job 'retrying' with its error and an exponential back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from taskroute.blobs import BlobStore, BlobStoreError
+from taskroute.config import Settings
+from taskroute.db.pool import Database
+from taskroute.db.queries import Q
+from taskroute.resolvers.payloads import store_payloads
+from taskroute.resolvers.projects import insert_tasks
+from taskroute.resolvers.validation import TaskSpec
+
+log = logging.getLogger(__name__)
+
+# Batches of this many tasks or more are ingested in the background (202 / accepted: true).
+ASYNC_MIN_TASKS = 100
+# Unexpected (non object-store) errors fail a job after this many consecutive attempts;
+# object-store errors are retried for as long as the store is down.
+MAX_UNEXPECTED_ATTEMPTS = 10
+
+
+def encode_chunk(specs: Sequence[TaskSpec]) -> str:
+    """One line per task: `[skill, priority, external_id, gold]` TAB canonical payload JSON.
+
+    The payload's canonical JSON is kept verbatim (no second encoding, and the worker hashes
+    the very bytes the request was validated with: the same blob key as the synchronous
+    path). Compact JSON never contains a raw tab or newline, so the separators are safe.
+    """
+    return "\n".join(
+        json.dumps([s.skill, s.priority, s.external_id, s.gold], separators=(",", ":"))
+        + "\t"
+        + s.payload_json
+        for s in specs
+    )
+
+
+def decode_chunk(body: str) -> list[TaskSpec]:
+    specs = []
+    for line in body.split("\n"):
+        meta, _, payload_json = line.partition("\t")
+        skill, priority, external_id, gold = json.loads(meta)
+        specs.append(
+            TaskSpec(
+                skill=skill,
+                payload=json.loads(payload_json),
+                payload_json=payload_json,
+                priority=priority,
+                external_id=external_id,
+                gold=gold,
+            )
+        )
+    return specs
+
+
+async def enqueue(
+    conn: asyncpg.Connection,
+    project_id: UUID,
+    customer_id: UUID,
+    kind: str,
+    specs: Sequence[TaskSpec],
+    chunk_size: int,
+) -> asyncpg.Record:
+    """Store the batch durably as a job of chunks (in the caller's transaction)."""
+    chunk_size = max(1, chunk_size)
+    starts = list(range(0, len(specs), chunk_size))
+    job = await conn.fetchrow(
+        Q["ingest_job_insert"], project_id, customer_id, kind, len(specs), len(starts)
+    )
+    await conn.execute(
+        Q["ingest_chunks_insert"],
+        job["id"],
+        list(range(len(starts))),
+        starts,
+        [len(specs[i : i + chunk_size]) for i in starts],
+        [encode_chunk(specs[i : i + chunk_size]) for i in starts],
+    )
+    return job
+
+
+async def status(db: Database, project_id: UUID) -> dict[str, Any] | None:
+    row = await db.fetchrow(Q["ingest_status"], project_id)
+    return dict(row) if row is not None else None
+
+
+class IngestWorker:
+    """One per server process; any number of processes share the queue safely."""
+
+    def __init__(self, db: Database, blobs: BlobStore, settings: Settings) -> None:
+        self.db = db
+        self.blobs = blobs
+        self.settings = settings
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """A job was just accepted here: start now instead of at the next poll."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """`ingest_workers` loops: one writes a chunk's blobs while another inserts rows."""
+        loops = [self._loop() for _ in range(max(1, self.settings.ingest_workers))]
+        await asyncio.gather(*loops)
+
+    async def _loop(self) -> None:
+        while True:
+            self._wake.clear()
+            try:
+                while await self.step():
+                    pass
+                await self.db.execute(Q["ingest_chunks_of_canceled_delete"])
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # e.g. the database is down: keep the worker alive
+                log.exception("ingest worker failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.ingest_poll_interval)
+
+    async def step(self) -> bool:
+        """Store one chunk; False when no chunk is due."""
+        s = self.settings
+        async with self.db.connection() as conn:
+            tx = conn.transaction()
+            await tx.start()
+            job_id = None
+            try:
+                chunk = await conn.fetchrow(Q["ingest_chunk_claim"])
+                if chunk is None:
+                    await tx.rollback()
+                    return False
+                job_id = chunk["job_id"]
+                project = await conn.fetchrow(Q["project_get"], chunk["project_id"], None)
+                if project["status"] == "canceled":  # don't write blobs nobody will need
+                    await conn.execute(Q["ingest_job_cancel"], job_id)
+                    await tx.commit()
+                    return True
+                specs = decode_chunk(chunk["body"])
+                # Payloads first (durable), then the tasks that need them become open.
+                refs = await store_payloads(self.blobs, specs, s.inline_payload_bytes)
+                # Locked only now (not during the blob writes): a cancel that committed
+                # meanwhile is seen here; one that comes later waits and cancels our tasks.
+                project_status = await conn.fetchval(Q["project_lock_share"], chunk["project_id"])
+                if project_status == "canceled":
+                    await conn.execute(Q["ingest_job_cancel"], job_id)
+                    await tx.commit()
+                    return True
+                await insert_tasks(conn, chunk["project_id"], specs, "open", refs)
+                await conn.execute(Q["ingest_chunk_delete"], job_id, chunk["chunk_no"])
+                job = await conn.fetchrow(Q["ingest_job_progress"], job_id, len(specs))
+                if job["state"] == "done" and job["kind"] == "create":
+                    await conn.execute(Q["project_activate"], chunk["project_id"])
+                await tx.commit()
+            except BlobStoreError as exc:
+                await tx.rollback()
+                await self._attempt_failed(conn, job_id, f"object store: {exc}", None)
+            except (asyncpg.PostgresConnectionError, OSError, asyncio.CancelledError):
+                await _quiet_rollback(tx)
+                raise  # shutdown, or the database itself: the run loop waits and retries
+            except Exception as exc:
+                await _quiet_rollback(tx)
+                if job_id is None:
+                    raise
+                log.exception("ingest of job %s failed", job_id)
+                await self._attempt_failed(
+                    conn, job_id, f"{type(exc).__name__}: {exc}", MAX_UNEXPECTED_ATTEMPTS
+                )
+        return True
+
+    async def _attempt_failed(
+        self, conn: asyncpg.Connection, job_id: UUID | None, error: str, max_attempts: int | None
+    ) -> None:
+        if job_id is None:
+            return
+        s = self.settings
+        row = await conn.fetchrow(
+            Q["ingest_job_attempt_failed"],
+            job_id,
+            error[:2000],
+            s.ingest_retry_base,
+            s.ingest_retry_max,
+            max_attempts,
+        )
+        if row is not None:
+            log.warning(
+                "ingest job %s attempt %d failed (%s): %s",
+                job_id,
+                row["attempts"],
+                row["state"],
+                error,
+            )
+
+
+async def _quiet_rollback(tx: Any) -> None:
+    with contextlib.suppress(Exception):
+        await tx.rollback()

@@ -1,0 +1,99 @@
+"""REST of batches: add tasks, fetch a large payload, read the audit log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from taskroute.auth import parse_id
+from taskroute.errors import BadInput
+from taskroute.resolvers import batches, ingest, payloads
+from taskroute.resolvers import validation as v
+
+from .common import json_body, services, viewer
+
+
+async def add_tasks(request: Request) -> Response:
+    customer_id = (await viewer(request)).require_customer()
+    s = services(request)
+    project_id = parse_id(request.path_params["id"], "project")
+    body = await json_body(request)
+    if not isinstance(body, dict) or set(body) != {"tasks"}:
+        raise BadInput('the body must be {"tasks": [...]}', field="tasks")
+    specs = v.task_specs(
+        body["tasks"], s.settings.max_tasks_per_request, s.settings.max_payload_bytes
+    )
+    added = await batches.add_tasks(s, customer_id, project_id, specs)
+    out: dict[str, Any] = {
+        "project_id": str(project_id),
+        "status_url": f"/v1/projects/{project_id}",
+    }
+    if added.accepted:
+        out["job_id"] = str(added.job_id)
+        out["ingest"] = await ingest.status(s.db, project_id)
+        return JSONResponse(out, status_code=202)
+    out["added"] = added.added
+    return JSONResponse(out, status_code=201)
+
+
+async def get_payload(request: Request) -> Response:
+    """A large payload, for the expert holding the live lease (signed, expiring URL)."""
+    expert_id = (await viewer(request)).require_expert()
+    s = services(request)
+    assignment_id = parse_id(request.path_params["id"], "payload link")
+    fetched = await payloads.fetch(
+        s.db,
+        batches.blobs_of(s),
+        expert_id,
+        assignment_id,
+        request.query_params.get("exp"),
+        request.query_params.get("sig"),
+    )
+    no_store = {"Cache-Control": "no-store"}
+    if fetched.redirect is not None:
+        return RedirectResponse(fetched.redirect, status_code=307, headers=no_store)
+    return Response(fetched.data, media_type="application/json", headers=no_store)
+
+
+def _uuid_param(request: Request, name: str, what: str) -> Any:
+    raw = request.query_params.get(name)
+    return parse_id(raw, what) if raw else None
+
+
+async def audit_log(request: Request) -> Response:
+    scope = (await viewer(request)).customer_scope()
+    s = services(request)
+    raw_limit = request.query_params.get("limit", "100")
+    if not raw_limit.isdigit():
+        raise BadInput("limit must be an integer", field="limit")
+    rows, next_cursor = await batches.audit_page(
+        s,
+        scope,
+        _uuid_param(request, "project_id", "project"),
+        _uuid_param(request, "expert_id", "expert"),
+        request.query_params.get("after"),
+        int(raw_limit),
+    )
+    entries = [
+        {
+            "cursor": str(r["seq"]),
+            "expert_id": str(r["expert_id"]),
+            "customer_id": str(r["customer_id"]),
+            "project_id": str(r["project_id"]),
+            "task_id": str(r["task_id"]),
+            "action": r["action"],
+            "at": r["at"].isoformat(),
+        }
+        for r in rows
+    ]
+    return JSONResponse({"entries": entries, "next_cursor": next_cursor})
+
+
+routes = [
+    Route("/v1/projects/{id}/tasks", add_tasks, methods=["POST"]),
+    Route("/v1/payloads/{id}", get_payload, methods=["GET"]),
+    Route("/v1/audit-log", audit_log, methods=["GET"]),
+]

@@ -1,0 +1,81 @@
+"""GraphQL of batches: addTasks and auditLog (createProject lives in core_mutation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import strawberry
+
+from taskroute.auth import parse_id
+from taskroute.resolvers import batches, ingest
+from taskroute.resolvers import validation as v
+
+from .batch_types import AuditEntry, AuditPage, Ingest
+from .context import Context
+from .inputs import TaskInput, as_dict
+from .types import Project
+
+Info = strawberry.Info[Context, None]
+
+
+@dataclass
+class _TaskList:
+    """Lets addTasks' task list go through the same `as_dict` as createProject's."""
+
+    tasks: list[TaskInput]
+
+
+@strawberry.type
+class AddTasksPayload:
+    project: Project
+    # false: stored and open now; true: queued for background ingest (see `ingest`)
+    accepted: bool
+    # tasks newly stored now (a re-sent externalId is skipped); null when accepted
+    added: int | None
+    ingest: Ingest | None
+
+
+@strawberry.type
+class BatchesMutation:
+    @strawberry.mutation
+    async def add_tasks(
+        self, info: Info, project_id: strawberry.ID, tasks: list[TaskInput]
+    ) -> AddTasksPayload:
+        customer_id = (await info.context.viewer()).require_customer()
+        settings = info.context.settings
+        raw = as_dict(_TaskList(tasks))["tasks"]
+        specs = v.task_specs(raw, settings.max_tasks_per_request, settings.max_payload_bytes)
+        added = await batches.add_tasks(
+            info.context.services, customer_id, parse_id(project_id, "project"), specs
+        )
+        status = await ingest.status(info.context.db, added.project["id"])
+        return AddTasksPayload(
+            project=Project.of(added.project),
+            accepted=added.accepted,
+            added=added.added,
+            ingest=Ingest.of(status),
+        )
+
+
+@strawberry.type
+class BatchesQuery:
+    @strawberry.field
+    async def audit_log(
+        self,
+        info: Info,
+        project_id: strawberry.ID | None = None,
+        expert_id: strawberry.ID | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> AuditPage:
+        """Who received which task's payload, when (customers: own projects; admin: all)."""
+        scope = (await info.context.viewer()).customer_scope()
+        rows, next_cursor = await batches.audit_page(
+            info.context.services,
+            scope,
+            parse_id(project_id, "project") if project_id is not None else None,
+            parse_id(expert_id, "expert") if expert_id is not None else None,
+            after,
+            limit,
+        )
+        return AuditPage(entries=[AuditEntry.of(r) for r in rows], next_cursor=next_cursor)
