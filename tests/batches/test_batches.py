@@ -85,9 +85,10 @@ async def test_small_batch_is_stored_before_the_answer(
 
     rows = await db.fetch(
         "SELECT i.external_id, i.payload, i.payload_key, i.payload_bytes, t.status"
-        " FROM items i JOIN tasks t ON t.item_id = i.id ORDER BY i.external_id NULLS LAST"
+        " FROM items i LEFT JOIN tasks t ON t.item_id = i.id ORDER BY i.external_id NULLS LAST"
     )
-    assert [r["status"] for r in rows] == ["open", "open", "open"]
+    # A gold item gets no claimable slot of its own: the quality rules serve it from the pool.
+    assert [r["status"] for r in rows] == [None, "open", "open"]
     small, big, rest = rows
     # Every payload is in the store under its content address, exactly its canonical JSON,
     # without the gold answer; small ones also stay inline, large ones only by key.
@@ -114,14 +115,14 @@ async def test_claim_delivers_inline_or_by_url_only_to_the_lease_holder(
         await api.create_project(
             customer["token"],
             [
-                {"skill": "small", "payload": {"n": 1}, "gold": {"secret": "g"}},
+                {"skill": "small", "payload": {"n": 1}},
                 {"skill": "big", "payload": {"text": BIG, "n": 1}},
                 {"skill": "big", "payload": {"text": BIG, "n": 2}},
             ],
         )
 
         small = (await api.gql(CLAIM, token=ada["token"]))["claimNextTask"]
-        assert small["task"]["payload"] == {"n": 1}  # inline, and no gold
+        assert small["task"]["payload"] == {"n": 1}  # inline
         assert small["task"]["payloadUrl"] is None
 
         big = (await api.gql(CLAIM, token=bob["token"]))["claimNextTask"]
