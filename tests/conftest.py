@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 
 from .helpers import ADMIN_TOKEN, Api
+from .procs import free_port
 
 CANDIDATE_ADMIN_DSNS = [
     os.environ.get("TASKROUTE_TEST_PG", ""),
@@ -76,12 +76,6 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(database_url)
     yield conn
     await conn.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:

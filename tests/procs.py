@@ -7,6 +7,7 @@ root, the `postgres` OS user (initdb refuses root); otherwise the test is skippe
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import shutil
@@ -22,22 +23,28 @@ from typing import IO
 import httpx
 import pytest
 
+from .helpers import ADMIN_TOKEN
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class ServeProcess:
-    """`python -m taskroute serve` on a fixed loopback port (kept across restarts)."""
+    """`python -m taskroute serve` on a fixed loopback port (kept across restarts).
 
-    def __init__(self, database_url: str, log_path: Path, **env: str) -> None:
+    `database_url=""` leaves DATABASE_URL unset: the server starts its embedded Postgres.
+    """
+
+    def __init__(self, database_url: str, log_path: Path, workers: int = 1, **env: str) -> None:
         self.port = free_port()
         self.database_url = database_url
         self.log_path = log_path
+        self.workers = workers
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -49,13 +56,18 @@ class ServeProcess:
     def start(self, timeout: float = 30) -> None:
         env = {
             **os.environ,
-            "DATABASE_URL": self.database_url,
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(ROOT),  # this checkout's code
+            "TASKROUTE_ADMIN_TOKEN": ADMIN_TOKEN,
             "TASKROUTE_LOG_FORMAT": "json",
             **self.env,
         }
+        env.pop("DATABASE_URL", None)
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
-        cmd = [sys.executable, "-m", "taskroute", "serve", "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "taskroute", "serve", "--port", str(self.port),
+               "--workers", str(self.workers)]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd, env=env, cwd=str(ROOT), stdout=self._log, stderr=subprocess.STDOUT
         )
@@ -71,6 +83,10 @@ class ServeProcess:
             time.sleep(0.1)
         self.kill()
         raise RuntimeError(f"server not up in {timeout}s: {self.log_path.read_text()[-3000:]}")
+
+    async def astart(self, timeout: float = 30) -> None:
+        """`start` off the event loop, so in-process servers keep serving meanwhile."""
+        await asyncio.to_thread(self.start, timeout)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks, no draining, like a crashed machine."""

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import free_port
 from .helpers import Api, tasks_of
-from .processes import ROOT, ServerProcess
+from .procs import ROOT, ServeProcess
 
 
 @pytest.fixture
@@ -30,14 +29,13 @@ def data_dir() -> Iterator[Path]:
 
 
 async def test_serve_without_database_url_uses_embedded_postgres(data_dir: Path) -> None:
-    tmp_path = data_dir
-    server = ServerProcess("", free_port(), tmp_path)
-    server.env.pop("DATABASE_URL")
-    await asyncio.to_thread(server.start, 90)
+    server = ServeProcess("", data_dir / "server.log", TASKROUTE_DATA_DIR=str(data_dir),
+                          TASKROUTE_LOG_FORMAT="text")  # fmt: skip
+    await server.astart(90)
     try:
-        assert (tmp_path / "pg" / "PG_VERSION").exists()
-        assert "embedded Postgres" in server.log.read_text()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TASKROUTE_DATA_DIR": str(tmp_path)}
+        assert (data_dir / "pg" / "PG_VERSION").exists()
+        assert "embedded Postgres" in server.log_path.read_text()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TASKROUTE_DATA_DIR": str(data_dir)}
         env.pop("DATABASE_URL", None)
         out = await asyncio.to_thread(
             subprocess.run,
@@ -55,4 +53,4 @@ async def test_serve_without_database_url_uses_embedded_postgres(data_dir: Path)
     finally:
         server.stop()
     # the embedded Postgres stops with the server (no stray postmaster left behind)
-    assert not (tmp_path / "pg" / "postmaster.pid").exists()
+    assert not (data_dir / "pg" / "postmaster.pid").exists()

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import asyncpg
 
-from .conftest import free_port
 from .helpers import Api, tasks_of
-from .processes import ServerProcess
+from .procs import ServeProcess
 
 
 async def test_two_processes_never_claim_a_task_twice(
     database_url: str, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
-    servers = [ServerProcess(database_url, free_port(), tmp_path) for _ in range(2)]
-    await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
+    servers = [ServeProcess(database_url, tmp_path / f"server{i}.log") for i in range(2)]
+    await asyncio.gather(*(s.astart() for s in servers))
     try:
         clients = [Api(s.url) for s in servers]
         customer = await clients[0].create_customer()
@@ -51,8 +50,8 @@ async def test_two_processes_never_claim_a_task_twice(
 async def test_workers_flag_serves_from_several_processes(
     database_url: str, tmp_path: Path
 ) -> None:
-    server = ServerProcess(database_url, free_port(), tmp_path, workers=2)
-    await asyncio.to_thread(server.start)
+    server = ServeProcess(database_url, tmp_path / "server.log", workers=2)
+    await server.astart()
     try:
         async with Api(server.url) as api:
             customer = await api.create_customer()

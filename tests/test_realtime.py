@@ -5,16 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import pytest
 import pytest_asyncio
 
@@ -23,8 +19,8 @@ from taskroute.realtime.backend import LISTENER_APPLICATION_NAME
 from taskroute.realtime.channels import skill_channel, tasks_payloads
 from taskroute.realtime.hub import TaskWaiter
 
-from .conftest import free_port
 from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .procs import ServeProcess
 from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, Rejected, WsClient
 
 REPO = Path(__file__).resolve().parent.parent
@@ -487,40 +483,21 @@ async def test_heartbeat_reports_higher_priority_tasks(api: Api) -> None:
 
 @pytest_asyncio.fixture
 async def two_servers(database_url: str, tmp_path: Path) -> AsyncIterator[list[str]]:
-    procs, urls = [], []
-    for i in range(2):
-        port = free_port()
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "PYTHONPATH": str(REPO),
-            "TASKROUTE_ADMIN_TOKEN": ADMIN_TOKEN,
-            "TASKROUTE_DATA_DIR": str(tmp_path / f"d{i}"),
-            "TASKROUTE_SWEEP_INTERVAL": "0.2",
-        }
-        cmd = [sys.executable, "-m", "taskroute", "serve", "--port", str(port)]
-        procs.append(subprocess.Popen([*cmd, "--log-level", "warning"], env=env, cwd=tmp_path))
-        urls.append(f"http://127.0.0.1:{port}")
+    servers = [
+        ServeProcess(
+            database_url,
+            tmp_path / f"server{i}.log",
+            TASKROUTE_SWEEP_INTERVAL="0.2",
+            TASKROUTE_DATA_DIR=str(tmp_path / f"d{i}"),
+        )  # fmt: skip
+        for i in range(2)
+    ]
     try:
-        async with httpx.AsyncClient() as http:
-            for url in urls:
-                for _ in range(300):
-                    with contextlib.suppress(httpx.TransportError):
-                        if (await http.get(url + "/readyz")).status_code == 200:
-                            break
-                    await asyncio.sleep(0.1)
-                else:
-                    raise AssertionError(f"{url} did not start")
-        yield urls
+        await asyncio.gather(*(s.astart() for s in servers))
+        yield [s.url for s in servers]
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        for s in servers:
+            s.stop()
 
 
 async def test_task_opened_via_one_process_wakes_expert_on_another(
