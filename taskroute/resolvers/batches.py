@@ -61,19 +61,7 @@ async def create_project(
         refs = await _store_or_unavailable(services, spec.tasks)
         return await projects.create_project(services.db, customer_id, spec, refs)
     async with services.db.transaction() as conn:
-        project = await conn.fetchrow(
-            Q["project_insert"],
-            customer_id,
-            spec.name,
-            "ingesting",
-            spec.priority,
-            spec.deadline,
-            spec.lease_seconds,
-            spec.pay_cents,
-            spec.min_quality,
-            spec.redundancy,
-            spec.max_retries,
-        )
+        project = await projects.insert_project(conn, customer_id, spec, "ingesting")
         await ingest.enqueue(
             conn,
             project["id"],

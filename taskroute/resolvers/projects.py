@@ -82,24 +82,33 @@ async def insert_tasks(
     return len(fresh)
 
 
+async def insert_project(
+    conn: asyncpg.Connection, customer_id: UUID, spec: ProjectSpec, status: str
+) -> asyncpg.Record:
+    """The project row alone; `status` is 'active' (tasks follow now) or 'ingesting'."""
+    project = await conn.fetchrow(
+        Q["project_insert"],
+        customer_id,
+        spec.name,
+        status,
+        spec.priority,
+        spec.deadline,
+        spec.lease_seconds,
+        spec.pay_cents,
+        spec.min_quality,
+        spec.redundancy,
+        spec.max_retries,
+    )
+    assert project is not None
+    return project
+
+
 async def create_project(
     db: Database, customer_id: UUID, spec: ProjectSpec, refs: list[PayloadRef] | None = None
 ) -> Created:
     """Synchronous creation; callers go through `batches.create_project` (payloads first)."""
     async with db.transaction() as conn:
-        project = await conn.fetchrow(
-            Q["project_insert"],
-            customer_id,
-            spec.name,
-            "active",
-            spec.priority,
-            spec.deadline,
-            spec.lease_seconds,
-            spec.pay_cents,
-            spec.min_quality,
-            spec.redundancy,
-            spec.max_retries,
-        )
+        project = await insert_project(conn, customer_id, spec, "active")
         await insert_tasks(conn, project["id"], spec.tasks, "open", refs)
     notify.progress_changed(project["id"])
     return Created(project, accepted=False)
