@@ -21,6 +21,7 @@ from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError
+from taskroute.resolvers.routing import RoutingPolicy, run_routing
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
@@ -85,6 +86,7 @@ async def readyz(request: Request) -> Response:
 
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
+    routing_policy = RoutingPolicy.from_settings(settings)  # bad shares fail at startup
     graphql = GraphQLApp(
         build_schema(introspection=settings.introspection),
         allowed_origins=settings.allowed_origins,
@@ -102,12 +104,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
         pool = await create_pool(url, settings.pool_min, settings.pool_max)
         services = Services(Database(pool, settings.pool_timeout), settings)
         sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
+        routing = asyncio.create_task(
+            run_routing(services.db, routing_policy, settings.routing_interval)
+        )
         try:
             yield {"services": services}
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for job in (sweeper, routing):
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await job
             await pool.close()
             del embedded  # pgserver stops it when the last handle goes
 

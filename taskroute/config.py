@@ -49,6 +49,14 @@ class Settings:
     introspection: bool = True
     # Origins allowed to open WebSockets (comma separated); empty -> same-origin only.
     allowed_origins: tuple[str, ...] = field(default_factory=tuple)
+    # Routing job (issue 6): seconds between runs; fairness window; least share of a skill's
+    # claims per priority class under saturation; deadline-forecast window; how recently an
+    # expert must have been seen to count as active for skill scarcity.
+    routing_interval: float = 5.0
+    routing_fair_window: float = 60.0
+    routing_class_shares: str = "high=0.5,normal=0.25,low=0.1"
+    routing_forecast_window: float = 600.0
+    routing_active_window: float = 3600.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -68,4 +76,11 @@ class Settings:
             max_tasks_per_request=_int("TASKROUTE_MAX_TASKS_PER_REQUEST", 100_000),
             introspection=_bool("TASKROUTE_INTROSPECTION", True),
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
+            routing_interval=_float("TASKROUTE_ROUTING_INTERVAL", 5.0),
+            routing_fair_window=_float("TASKROUTE_ROUTING_FAIR_WINDOW", 60.0),
+            routing_class_shares=os.environ.get(
+                "TASKROUTE_ROUTING_CLASS_SHARES", "high=0.5,normal=0.25,low=0.1"
+            ),
+            routing_forecast_window=_float("TASKROUTE_ROUTING_FORECAST_WINDOW", 600.0),
+            routing_active_window=_float("TASKROUTE_ROUTING_ACTIVE_WINDOW", 3600.0),
         )

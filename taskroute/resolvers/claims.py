@@ -61,8 +61,13 @@ def _claim_from_row(row: asyncpg.Record) -> Claim:
     return Claim(row["assignment_id"], row["lease_until"], task)
 
 
-async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) -> Claim | None:
-    """The expert's live claim if they hold one, else the best task they qualify for."""
+async def claim_next(
+    db: Database, expert_id: UUID, skills: list[str] | None, project_id: UUID | None = None
+) -> Claim | None:
+    """The expert's live claim if they hold one, else the best task they qualify for
+    (only from `project_id` when given)."""
+    if project_id is not None and await db.fetchval(Q["routing_project_scope"], project_id) is None:
+        raise NotFound("no such project")
     async with db.transaction() as conn:
         status = await conn.fetchval(Q["expert_touch"], expert_id)
         if status != "active":
@@ -72,7 +77,7 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
             return _claim_from_row(held)
         # The expert's own stale claim would block a new one (one live claim per expert).
         await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, expert_id)
-        row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
+        row = await conn.fetchrow(Q["task_claim"], expert_id, skills, project_id)
         if row is None:
             return None
         await conn.execute(
@@ -98,6 +103,8 @@ async def _explain_missing(
 
 async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease:
     async with db.transaction() as conn:
+        # Presence first: the expert row before the task row, the claim's lock order.
+        await conn.execute(Q["expert_seen"], expert_id)
         row = await conn.fetchrow(Q["assignment_heartbeat"], assignment_id, expert_id)
         if row is not None:
             return Lease(row["id"], row["lease_until"])

@@ -53,6 +53,13 @@ async def insert_tasks(
             [s.skill for _, s in fresh],
             [s.priority for _, s in fresh],
         )
+        tagged = [(i, s) for i, s in fresh if s.required_capabilities]
+        if tagged:
+            await conn.execute(
+                Q["tasks_set_required_caps"],
+                [i for i, _ in tagged],
+                [",".join(s.required_capabilities) for _, s in tagged],
+            )
     return len(fresh)
 
 

@@ -16,9 +16,10 @@ from strawberry.tools import merge_types
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
 from .errors import ErrorCodes
+from .routing import RoutingQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
-QUERIES: tuple[type, ...] = (CoreQuery,)
+QUERIES: tuple[type, ...] = (CoreQuery, RoutingQuery)
 MUTATIONS: tuple[type, ...] = (CoreMutation,)
 SUBSCRIPTIONS: tuple[type, ...] = ()
 

@@ -11,8 +11,10 @@ from strawberry.scalars import JSON
 from taskroute.auth import parse_id
 from taskroute.resolvers import claims, projects
 from taskroute.resolvers.accounts import Credential as CredentialRow
+from taskroute.resolvers.validation import priority_class_of
 
 from .context import Context
+from .routing_types import PriorityClass, ProjectRouting
 
 
 @strawberry.type
@@ -127,6 +129,14 @@ class Project:
     async def progress(self, info: strawberry.Info[Context, None]) -> Progress:
         counts = await projects.progress(info.context.db, parse_id(self.id))
         return Progress(**counts)
+
+    @strawberry.field(description="The named level of `priority` (high >= 100, low <= -100).")
+    def priority_class(self) -> PriorityClass:
+        return PriorityClass(priority_class_of(self.priority))
+
+    @strawberry.field(description="Routing: deadline bump state and its recorded history.")
+    async def routing(self, info: strawberry.Info[Context, None]) -> ProjectRouting:
+        return await ProjectRouting.load(info.context.db, parse_id(self.id))
 
 
 @strawberry.type
