@@ -26,7 +26,10 @@ WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > now();
 -- (fewest other active experts per open task, from skill_scarcity, kept by the routing
 -- job), so rare-skill experts are not used up on common work; then eff_priority, then FIFO.
 -- The open-task probe has two branches with constant guards on $3 (only one runs): the
--- skill index for unscoped claims, the project index for scoped ones.
+-- skill index for unscoped claims, the project index for scoped ones. In the expired-lease
+-- probe the project check is a scalar subquery, not EXISTS: as a semi-join the planner
+-- turned it into a walk over every active project's claimed tasks (tasks_project_status)
+-- instead of probing the skill's lease index (tests/test_routing_explain.py checks plans).
 -- Status values are literals so the planner can match the partial indexes.
 WITH my_skills AS (
     SELECT es.skill, es.quality, e.capabilities,
@@ -83,7 +86,7 @@ candidate AS (
           AND t.attempts < t.max_retries AND t.min_quality <= s.quality
           AND t.required_caps <@ s.capabilities
           AND ($3::uuid IS NULL OR t.project_id = $3::uuid)
-          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
+          AND (SELECT p.status FROM projects p WHERE p.id = t.project_id) = 'active'
           AND NOT EXISTS (SELECT 1 FROM assignments a
                           WHERE a.item_id = t.item_id AND a.expert_id = $1
                             AND a.status IN ('active', 'submitted'))
