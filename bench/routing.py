@@ -291,6 +291,8 @@ class Outcome:
     bumps: int = 0
     boosted: int = 0
     wall: float = 0.0
+    claim_wall: float = 0.0
+    job_wall: float = 0.0
 
 
 async def simulate(url: str, world: World, base: datetime, policy: str, args) -> Outcome:
@@ -330,7 +332,9 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
     async with db.connection() as conn:
 
         async def try_claim(expert: uuid.UUID, now: float) -> None:
+            t0 = time.monotonic()
             row = await conn.fetchrow(claim_sql, expert, None, None)
+            out.claim_wall += time.monotonic() - t0
             out.claims += 1
             if row is None:
                 out.empty_claims += 1
@@ -356,7 +360,9 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
                 out.finished[t] = now
                 await try_claim(expert, now)
             elif kind == "job":
+                t0 = time.monotonic()
                 report = await routing_once(db, routing, ts(now))
+                out.job_wall += time.monotonic() - t0
                 out.jobs += 1
                 out.bumps += len(report.bumps)
                 out.boosted += report.boosted
@@ -427,7 +433,8 @@ def report(world: World, bound: float, results: list[tuple[Outcome, dict]]) -> N
         print(f"  deadlines met            {met}/{n}")
         print(
             f"  claims {out.claims} (empty {out.empty_claims}), routing jobs {out.jobs}, "
-            f"bumps {out.bumps}, boosted {out.boosted}, wall {out.wall:.0f} s"
+            f"bumps {out.bumps}, boosted {out.boosted}; wall {out.wall:.0f} s"
+            f" (claims {out.claim_wall:.0f} s, routing jobs {out.job_wall:.0f} s)"
         )
 
 
@@ -469,10 +476,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "TASKROUTE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    ap.add_argument("--experts", type=int, default=2000)
-    ap.add_argument("--tasks", type=int, default=20000)
+    ap.add_argument("--experts", type=int, default=1500)
+    ap.add_argument("--tasks", type=int, default=10000)
     ap.add_argument("--skills", type=int, default=200)
-    ap.add_argument("--projects", type=int, default=40)
+    ap.add_argument("--projects", type=int, default=30)
     ap.add_argument("--zipf", type=float, default=1.1, help="skill supply exponent")
     ap.add_argument(
         "--demand-exp", type=float, default=0.8, help="demand per skill = supply ** this"
