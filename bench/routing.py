@@ -272,6 +272,7 @@ async def load_world(url: str, world: World, base: datetime) -> None:
             ],
             columns=["item_id", "project_id", "skill", "priority", "eff_priority", "status"],
         )
+        await conn.execute(BQ["bench_clock_default"])
         await conn.execute("ANALYZE")
     finally:
         await conn.close()
@@ -341,7 +342,6 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
                 idle.add(expert)
                 return
             idle.discard(expert)
-            await conn.execute(BQ["bench_claimed_at"], row["assignment_id"], ts(now))
             t = task_of_item[row["item_id"]]
             out.claimed[t] = now
             push(now + world.duration[t], "done", (expert, row["assignment_id"], t))

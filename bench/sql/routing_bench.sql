@@ -2,19 +2,23 @@
 -- own `task_claim`; these blocks only stand in for the parts of the world the simulator
 -- owns: arrivals, simulated timestamps, completions, and the baseline policy.
 
--- name: bench_release
--- $1 project_id, $2 simulated time. A project's tasks arrive (become claimable).
-WITH p AS (UPDATE projects SET created_at = $2 WHERE id = $1)
-UPDATE tasks SET status = 'open' WHERE project_id = $1 AND status = 'pending';
+-- name: bench_clock_default
+-- No parameters. The routing job's windows run on simulated time, so claims must be stamped
+-- with it: in the simulator's own database only, assignments.claimed_at defaults to the
+-- session's simulated clock (set by bench_release and bench_complete), else now().
+ALTER TABLE assignments ALTER COLUMN claimed_at
+    SET DEFAULT coalesce(nullif(current_setting('bench.clock', true), '')::timestamptz, now());
 
--- name: bench_claimed_at
--- $1 assignment_id, $2 simulated time. Claims are stamped with now(); the routing job's
--- windows run on simulated time, so the simulator restamps them.
-UPDATE assignments SET claimed_at = $2 WHERE id = $1;
+-- name: bench_release
+-- $1 project_id, $2 simulated time. A project's tasks arrive (become claimable); the
+-- session's simulated clock moves to $2.
+WITH p AS (UPDATE projects SET created_at = $2 WHERE id = $1),
+opened AS (UPDATE tasks SET status = 'open' WHERE project_id = $1 AND status = 'pending')
+SELECT set_config('bench.clock', $2::timestamptz::text, false);
 
 -- name: bench_complete
 -- $1 assignment_id, $2 simulated time, $3 expert_id. The expert submits (no payment lines:
--- the ledger is not what this simulates).
+-- the ledger is not what this simulates); the session's simulated clock moves to $2.
 WITH a AS (
     UPDATE assignments SET status = 'submitted', submitted_at = $2, answer = '{}'
     WHERE id = $1 AND status = 'active'
@@ -23,8 +27,9 @@ WITH a AS (
 t AS (
     UPDATE tasks SET status = 'done', lease_until = NULL
     FROM a WHERE tasks.id = a.task_id AND tasks.status = 'claimed'
-)
-UPDATE experts SET last_seen_at = $2 WHERE id = $3;
+),
+seen AS (UPDATE experts SET last_seen_at = $2 WHERE id = $3)
+SELECT set_config('bench.clock', $2::timestamptz::text, false);
 
 -- name: bench_baseline_claim
 -- $1 expert_id, $2 skills (NULL: all), $3 project_id (unused scope, same signature as

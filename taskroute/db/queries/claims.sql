@@ -50,7 +50,7 @@ candidate AS (
         FROM tasks t
         WHERE $3::uuid IS NULL
           AND t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
-          AND t.required_caps <@ s.capabilities
+          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
           AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
           AND NOT EXISTS (SELECT 1 FROM assignments a
                           WHERE a.item_id = t.item_id AND a.expert_id = $1
@@ -67,7 +67,7 @@ candidate AS (
         FROM tasks t
         WHERE $3::uuid IS NOT NULL AND t.project_id = $3::uuid
           AND t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
-          AND t.required_caps <@ s.capabilities
+          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
           AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
           AND NOT EXISTS (SELECT 1 FROM assignments a
                           WHERE a.item_id = t.item_id AND a.expert_id = $1
@@ -84,7 +84,7 @@ candidate AS (
         FROM tasks t
         WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < now()
           AND t.attempts < t.max_retries AND t.min_quality <= s.quality
-          AND t.required_caps <@ s.capabilities
+          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
           AND ($3::uuid IS NULL OR t.project_id = $3::uuid)
           AND (SELECT p.status FROM projects p WHERE p.id = t.project_id) = 'active'
           AND NOT EXISTS (SELECT 1 FROM assignments a
