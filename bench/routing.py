@@ -82,7 +82,10 @@ def build_world(args: argparse.Namespace) -> World:
     demand = supply**args.demand_exp
     demand /= demand.sum()
 
-    experts = [uuid.uuid4() for _ in range(args.experts)]
+    def new_id() -> uuid.UUID:  # seeded, so a world (and its tie-breaks) is reproducible
+        return uuid.UUID(bytes=rng.bytes(16), version=4)
+
+    experts = [new_id() for _ in range(args.experts)]
     held: dict[uuid.UUID, list[str]] = {}
     for e in experts:
         k = min(1 + int(rng.geometric(0.5)) - 1, 6) if args.experts else 1
@@ -114,7 +117,7 @@ def build_world(args: argparse.Namespace) -> World:
         priority = CLASS_LEVEL[cls] + (jitter if cls != "low" else -jitter)
         if cls == "normal":
             priority = jitter - 20
-        projects.append(Project(uuid.uuid4(), cls, priority, release))
+        projects.append(Project(new_id(), cls, priority, release))
     projects.sort(key=lambda p: p.release)
 
     item, project_of, skill_of, duration, task_priority = [], [], [], [], []
@@ -124,7 +127,7 @@ def build_world(args: argparse.Namespace) -> World:
             s = skills[int(j)]
             p.skills.add(s)
             idx = len(item)
-            item.append(uuid.uuid4())
+            item.append(new_id())
             project_of.append(pi)
             skill_of.append(s)
             duration.append(max(10.0, base_duration[s] * float(rng.lognormal(0, 0.3))))
@@ -331,6 +334,8 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
         return base + timedelta(seconds=at)
 
     async with db.connection() as conn:
+        if args.generic_plans:
+            await conn.execute("SET plan_cache_mode = force_generic_plan")
 
         async def try_claim(expert: uuid.UUID, now: float) -> None:
             t0 = time.monotonic()
@@ -358,6 +363,8 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
                 expert, assignment, t = what  # type: ignore[misc]
                 await conn.execute(BQ["bench_complete"], assignment, ts(now), expert)
                 out.finished[t] = now
+                if args.explain and len(out.finished) == total // 2:
+                    await explain_claim(conn, claim_sql, expert)
                 await try_claim(expert, now)
             elif kind == "job":
                 t0 = time.monotonic()
@@ -373,6 +380,17 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
     if len(out.finished) != total:
         raise RuntimeError(f"{policy}: only {len(out.finished)} of {total} tasks finished")
     return out
+
+
+async def explain_claim(conn: asyncpg.Connection, claim_sql: str, expert: uuid.UUID) -> None:
+    """Half way through: how one claim executes (rolled back), for --explain."""
+    tr = conn.transaction()
+    await tr.start()
+    try:
+        rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + claim_sql, expert, None, None)
+    finally:
+        await tr.rollback()
+    print("\n".join(r[0] for r in rows), flush=True)
 
 
 # --- the figures --------------------------------------------------------------------------
@@ -489,6 +507,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--fair-window", type=float, default=600.0, help="simulated seconds")
     ap.add_argument("--forecast-window", type=float, default=1800.0, help="simulated seconds")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--explain", action="store_true", help="EXPLAIN one claim half way")
+    ap.add_argument(
+        "--generic-plans",
+        action="store_true",
+        help="plan the claim once per connection (plan_cache_mode = force_generic_plan)",
+    )
     ap.add_argument(
         "--policies",
         nargs="+",
