@@ -296,6 +296,7 @@ class Outcome:
     boosted: int = 0
     wall: float = 0.0
     claim_wall: float = 0.0
+    claim_times: list[float] = field(default_factory=list)
     job_wall: float = 0.0
 
 
@@ -314,7 +315,8 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
         forecast_window=args.forecast_window,
         active_window=1e9,
     )
-    claim_sql = Q["task_claim"] if policy == "taskroute" else BQ["bench_baseline_claim"]
+    # taskroute-nojob: the application's claim without the routing job (an ablation)
+    claim_sql = Q["task_claim"] if policy.startswith("taskroute") else BQ["bench_baseline_claim"]
     events: list[tuple[float, int, str, object]] = []
     seq = 0
 
@@ -340,7 +342,8 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
         async def try_claim(expert: uuid.UUID, now: float) -> None:
             t0 = time.monotonic()
             row = await conn.fetchrow(claim_sql, expert, None, None)
-            out.claim_wall += time.monotonic() - t0
+            out.claim_times.append(time.monotonic() - t0)
+            out.claim_wall += out.claim_times[-1]
             out.claims += 1
             if row is None:
                 out.empty_claims += 1
@@ -454,6 +457,11 @@ def report(world: World, bound: float, results: list[tuple[Outcome, dict]]) -> N
             f"bumps {out.bumps}, boosted {out.boosted}; wall {out.wall:.0f} s"
             f" (claims {out.claim_wall:.0f} s, routing jobs {out.job_wall:.0f} s)"
         )
+        ms = np.array(out.claim_times) * 1000
+        print(
+            f"  claim round trip (wall, loaded machine): p50 {np.percentile(ms, 50):.1f} ms"
+            f"  p95 {np.percentile(ms, 95):.1f} ms  max {ms.max():.0f} ms"
+        )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -517,7 +525,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--policies",
         nargs="+",
         default=["taskroute", "priority-fifo"],
-        choices=["taskroute", "priority-fifo"],
+        choices=["taskroute", "priority-fifo", "taskroute-nojob"],
     )
     return ap.parse_args(argv)
 
