@@ -366,6 +366,10 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
                 expert, assignment, t = what  # type: ignore[misc]
                 await conn.execute(BQ["bench_complete"], assignment, ts(now), expert)
                 out.finished[t] = now
+                if len(out.finished) % args.analyze_every == 0:
+                    # What autovacuum does in a live system: the claim's plans rely on the
+                    # statistics of tables that grow from empty during the run.
+                    await conn.execute("ANALYZE tasks, assignments")
                 if args.explain and len(out.finished) == total // 2:
                     await explain_claim(conn, claim_sql, expert)
                 await try_claim(expert, now)
@@ -515,6 +519,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--fair-window", type=float, default=600.0, help="simulated seconds")
     ap.add_argument("--forecast-window", type=float, default=1800.0, help="simulated seconds")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--analyze-every", type=int, default=500, help="ANALYZE after this many completions"
+    )
     ap.add_argument("--explain", action="store_true", help="EXPLAIN one claim half way")
     ap.add_argument(
         "--generic-plans",
