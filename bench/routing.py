@@ -10,7 +10,8 @@ a makespan lower bound from an LP relaxation of the same world.
     PYTHONPATH=. python bench/routing.py          # 2000 experts, 20k tasks: ~3 min on 2 busy cores
     PYTHONPATH=. python bench/routing.py --experts 500 --tasks 4000   # quick look
 
-Only simulated time is reported; nothing here measures wall-clock speed except the run time.
+Figures are in simulated time; the wall-clock lines (run time, claim round trips) depend on
+the machine's load and are not targets.
 """
 
 from __future__ import annotations
