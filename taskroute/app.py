@@ -31,6 +31,7 @@ from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
 from taskroute.resolvers import batches
 from taskroute.resolvers.alerts import run_alerts
+from taskroute.resolvers.routing import RoutingPolicy, run_routing
 from taskroute.resolvers.sweeper import run_sweeper
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
@@ -103,6 +104,7 @@ async def _taskroute_error(request: Request, exc: Exception) -> Response:
 
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
+    routing_policy = RoutingPolicy.from_settings(settings)  # bad shares fail at startup
     graphql = GraphQLApp(
         build_schema(introspection=settings.introspection),
         allowed_origins=settings.allowed_origins,
@@ -132,12 +134,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         NOTIFIER.start(services.db)
         sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
         deadline_alerts = asyncio.create_task(run_alerts(services.db, settings))
+        routing = asyncio.create_task(
+            run_routing(services.db, routing_policy, settings.routing_interval)
+        )
         batch_runtime = await batches.start(services)
         try:
             yield {"services": services}
         finally:
             await batch_runtime.stop()
-            for job in (sweeper, deadline_alerts):
+            for job in (sweeper, deadline_alerts, routing):
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await job

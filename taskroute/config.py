@@ -82,6 +82,14 @@ class Settings:
     payload_url_ttl: int = 300
     # Key that signs payload URLs; empty -> one generated once and shared through the database.
     url_secret: str = ""
+    # Routing job (issue 6): seconds between runs; fairness window; least share of a skill's
+    # claims per priority class under saturation; deadline-forecast window; how recently an
+    # expert must have been seen to count as active for skill scarcity.
+    routing_interval: float = 5.0
+    routing_fair_window: float = 60.0
+    routing_class_shares: str = "high=0.5,normal=0.25,low=0.1"
+    routing_forecast_window: float = 600.0
+    routing_active_window: float = 3600.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -117,4 +125,11 @@ class Settings:
             ingest_retry_max=_float("TASKROUTE_INGEST_RETRY_MAX", 30.0),
             payload_url_ttl=_int("TASKROUTE_PAYLOAD_URL_TTL", 300),
             url_secret=os.environ.get("TASKROUTE_URL_SECRET", ""),
+            routing_interval=_float("TASKROUTE_ROUTING_INTERVAL", 5.0),
+            routing_fair_window=_float("TASKROUTE_ROUTING_FAIR_WINDOW", 60.0),
+            routing_class_shares=os.environ.get(
+                "TASKROUTE_ROUTING_CLASS_SHARES", "high=0.5,normal=0.25,low=0.1"
+            ),
+            routing_forecast_window=_float("TASKROUTE_ROUTING_FORECAST_WINDOW", 600.0),
+            routing_active_window=_float("TASKROUTE_ROUTING_ACTIVE_WINDOW", 3600.0),
         )

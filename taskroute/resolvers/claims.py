@@ -76,8 +76,13 @@ async def _audit_claim(conn: asyncpg.Connection, expert_id: UUID, row: asyncpg.R
     )
 
 
-async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) -> Claim | None:
-    """The expert's live claim if they hold one, else the best task they qualify for."""
+async def claim_next(
+    db: Database, expert_id: UUID, skills: list[str] | None, project_id: UUID | None = None
+) -> Claim | None:
+    """The expert's live claim if they hold one, else the best task they qualify for
+    (only from `project_id` when given)."""
+    if project_id is not None and await db.fetchval(Q["routing_project_scope"], project_id) is None:
+        raise NotFound("no such project")
     async with db.transaction() as conn:
         status = await conn.fetchval(Q["expert_touch"], expert_id)
         if status != "active":
@@ -93,9 +98,9 @@ async def claim_next(db: Database, expert_id: UUID, skills: list[str] | None) ->
         await notify.leases_released(conn, released)
         metrics.count_expired(released)
         # Gold (known answers) is mixed into the work first, by the project's gold share.
-        row = await quality.claim_gold(conn, expert_id, skills)
+        row = await quality.claim_gold(conn, expert_id, skills, project_id)
         if row is None:
-            row = await conn.fetchrow(Q["task_claim"], expert_id, skills)
+            row = await conn.fetchrow(Q["task_claim"], expert_id, skills, project_id)
         if row is not None:
             await _audit_claim(conn, expert_id, row)
     # After commit: dashboards recount what changed.
@@ -121,6 +126,8 @@ async def _explain_missing(
 
 async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease:
     async with db.transaction() as conn:
+        # Presence first: the expert row before the task row, the claim's lock order.
+        await conn.execute(Q["expert_seen"], expert_id)
         row = await conn.fetchrow(Q["assignment_heartbeat"], assignment_id, expert_id)
         if row is not None:
             return Lease(row["id"], row["lease_until"], row["has_high_priority_tasks"])

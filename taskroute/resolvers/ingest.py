@@ -41,14 +41,18 @@ MAX_UNEXPECTED_ATTEMPTS = 10
 
 
 def encode_chunk(specs: Sequence[TaskSpec]) -> str:
-    """One line per task: `[skill, priority, external_id, gold]` TAB canonical payload JSON.
+    """One line per task: `[skill, priority, external_id, gold, required_capabilities]` TAB
+    canonical payload JSON.
 
     The payload's canonical JSON is kept verbatim (no second encoding, and the worker hashes
     the very bytes the request was validated with: the same blob key as the synchronous
     path). Compact JSON never contains a raw tab or newline, so the separators are safe.
     """
     return "\n".join(
-        json.dumps([s.skill, s.priority, s.external_id, s.gold], separators=(",", ":"))
+        json.dumps(
+            [s.skill, s.priority, s.external_id, s.gold, list(s.required_capabilities)],
+            separators=(",", ":"),
+        )
         + "\t"
         + s.payload_json
         for s in specs
@@ -59,7 +63,7 @@ def decode_chunk(body: str) -> list[TaskSpec]:
     specs = []
     for line in body.split("\n"):
         meta, _, payload_json = line.partition("\t")
-        skill, priority, external_id, gold = json.loads(meta)
+        skill, priority, external_id, gold, caps = json.loads(meta)
         specs.append(
             TaskSpec(
                 skill=skill,
@@ -68,6 +72,7 @@ def decode_chunk(body: str) -> list[TaskSpec]:
                 priority=priority,
                 external_id=external_id,
                 gold=gold,
+                required_capabilities=tuple(caps),
             )
         )
     return specs

@@ -71,6 +71,13 @@ async def insert_tasks(
             [s.skill for _, s in fresh],
             [s.priority for _, s in fresh],
         )
+        tagged = [(i, s) for i, s in fresh if s.required_capabilities]
+        if tagged:
+            await conn.execute(
+                Q["tasks_set_required_caps"],
+                [i for i, _ in tagged],
+                [",".join(s.required_capabilities) for _, s in tagged],
+            )
         if status == "open":
             # Delivered at commit: one hint per task slot (redundancy slots per item).
             project = await conn.fetchrow(Q["project_get"], project_id, None)

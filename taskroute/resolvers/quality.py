@@ -55,10 +55,13 @@ MAX_PAGE = 1000
 
 
 async def claim_gold(
-    conn: asyncpg.Connection, expert_id: UUID, skills: list[str] | None
+    conn: asyncpg.Connection,
+    expert_id: UUID,
+    skills: list[str] | None,
+    project_id: UUID | None = None,
 ) -> asyncpg.Record | None:
     """A gold serving shaped like `task_claim`'s row, or None (then claim normal work)."""
-    return await conn.fetchrow(Q["gold_claim"], expert_id, skills, random.random())
+    return await conn.fetchrow(Q["gold_claim"], expert_id, skills, random.random(), project_id)
 
 
 # --- comparing answers ----------------------------------------------------------------------

@@ -23,6 +23,8 @@ async def sweep_once(db: Database) -> int:
     async with db.transaction() as conn:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], SWEEP_LOCK_KEY):
             return 0
+        # Leases of experts gone longer than the lease end now; the release below returns them.
+        await conn.fetch(Q["leases_expire_absent"])
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
         await notify.leases_released(conn, released)
     metrics.count_expired(released)

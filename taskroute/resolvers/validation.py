@@ -29,6 +29,8 @@ class TaskSpec:
     priority: int = 0
     external_id: str | None = None
     gold: Any = None
+    # capability tags the expert must carry (experts.capabilities)
+    required_capabilities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,14 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
     where = f"tasks[{index}]"
     if not isinstance(raw, dict):
         raise BadInput(f"{where} must be an object", field=where)
-    unknown = set(raw) - {"skill", "priority", "payload", "external_id", "gold"}
+    unknown = set(raw) - {
+        "skill",
+        "priority",
+        "payload",
+        "external_id",
+        "gold",
+        "required_capabilities",
+    }
     if unknown:
         raise BadInput(f"{where} has unknown fields: {sorted(unknown)}", field=where)
     if "payload" not in raw or raw["payload"] is None:
@@ -172,6 +181,9 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
         priority=integer(raw.get("priority", 0), f"{where}.priority", *PRIORITY_RANGE),
         external_id=ext,
         gold=_gold(raw.get("gold"), f"{where}.gold", max_payload_bytes),
+        required_capabilities=capabilities(
+            raw.get("required_capabilities"), f"{where}.required_capabilities"
+        ),
     )
 
 
@@ -179,6 +191,48 @@ def _gold(value: Any, where: str, max_bytes: int) -> Any:
     if value is not None:
         json_value(value, where, max_bytes)
     return value
+
+
+def capabilities(raw: Any, where: str) -> tuple[str, ...]:
+    """Capability tags: skill-like names (never a comma), at most 50, duplicates dropped."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > 50:
+        raise BadInput(f"{where} must be a list of at most 50 tags", field=where)
+    return tuple(dict.fromkeys(skill(c, where) for c in raw))
+
+
+PRIORITY_CLASSES = {"high": 100, "normal": 0, "low": -100}
+
+
+def priority_of(raw: dict[str, Any]) -> int:
+    """`priority` (an integer) or `priority_class` (high|normal|low, its named levels: 100,
+    0, -100); both may be given only if the integer lies in the named class."""
+    cls = raw.get("priority_class")
+    if cls is None:
+        return integer(raw.get("priority", 0), "priority", *PRIORITY_RANGE)
+    cls = getattr(cls, "value", cls)  # a GraphQL enum member or a plain string
+    if not isinstance(cls, str) or cls.lower() not in PRIORITY_CLASSES:
+        raise BadInput("priority_class must be high, normal or low", field="priority_class")
+    level = PRIORITY_CLASSES[cls.lower()]
+    if raw.get("priority") is None:
+        return level
+    value = integer(raw["priority"], "priority", *PRIORITY_RANGE)
+    if priority_class_of(value) != cls.lower():
+        raise BadInput(
+            f"priority {value} is not in class {cls.lower()} (high >= 100, low <= -100)",
+            field="priority_class",
+        )
+    return value
+
+
+def priority_class_of(priority: int) -> str:
+    """Same rule as the SQL function routing_class()."""
+    if priority >= PRIORITY_CLASSES["high"]:
+        return "high"
+    if priority <= PRIORITY_CLASSES["low"]:
+        return "low"
+    return "normal"
 
 
 def task_specs(raw: Any, max_tasks: int, max_payload_bytes: int) -> list[TaskSpec]:
@@ -210,6 +264,7 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         "redundancy",
         "max_retries",
         "tasks",
+        "priority_class",
     }
     unknown = set(raw) - allowed
     if unknown:
@@ -217,7 +272,7 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
     return ProjectSpec(
         name=text(raw.get("name"), "name", NAME_MAX),
         deadline=deadline(raw.get("deadline")),
-        priority=integer(raw.get("priority", 0), "priority", *PRIORITY_RANGE),
+        priority=priority_of(raw),
         lease_seconds=integer(raw.get("lease_seconds", 1800), "lease_seconds", 1, 7 * 86400),
         pay_cents=integer(raw.get("pay_cents", 0), "pay_cents", 0, 10_000_000),
         min_quality=number(raw.get("min_quality", 0.0), "min_quality", 0.0, 1.0),

@@ -46,8 +46,12 @@ async def next_task(request: Request) -> Response:
     body = await json_body(request, required=False)
     if not isinstance(body, dict):
         raise BadInput("the body must be a JSON object")
+    raw_scope = body.get("project_id")
+    if raw_scope is not None and not isinstance(raw_scope, str):
+        raise BadInput("project_id must be a string", field="project_id")
+    scope = parse_id(raw_scope, "project") if raw_scope is not None else None
     claim = await claims.claim_next(
-        services(request).db, expert_id, v.skills_filter(body.get("skills"))
+        services(request).db, expert_id, v.skills_filter(body.get("skills")), scope
     )
     if claim is None:
         retry = str(services(request).settings.retry_after)

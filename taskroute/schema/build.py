@@ -17,6 +17,7 @@ from .limits import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS, DepthAndAliasLimits
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
 from .quality import QualityMutation, QualityQuery
 from .realtime import RealtimeSubscription
+from .routing import RoutingQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (
@@ -26,6 +27,7 @@ QUERIES: tuple[type, ...] = (
     ForecastQuery,
     LedgerQuery,
     CustomerViewsQuery,
+    RoutingQuery,
 )
 MUTATIONS: tuple[type, ...] = (
     CoreMutation,

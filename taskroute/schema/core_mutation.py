@@ -57,9 +57,15 @@ class CoreMutation:
         return Project.of(row)
 
     @strawberry.mutation
-    async def claim_next_task(self, info: Info, skills: list[str] | None = None) -> Claim | None:
+    async def claim_next_task(
+        self,
+        info: Info,
+        skills: list[str] | None = None,
+        project_id: strawberry.ID | None = None,
+    ) -> Claim | None:
         expert_id = (await info.context.viewer()).require_expert()
-        claim = await claims.claim_next(info.context.db, expert_id, v.skills_filter(skills))
+        scope = parse_id(project_id, "project") if project_id is not None else None
+        claim = await claims.claim_next(info.context.db, expert_id, v.skills_filter(skills), scope)
         return Claim.of(claim) if claim else None
 
     @strawberry.mutation

@@ -9,6 +9,8 @@ from typing import Any
 import strawberry
 from strawberry.scalars import JSON
 
+from .routing_types import PriorityClass
+
 
 @strawberry.input
 class SkillInput:
@@ -23,6 +25,8 @@ class TaskInput:
     priority: int = 0
     external_id: str | None = None
     gold: JSON | None = None
+    # capability tags an expert must carry to be offered this task
+    required_capabilities: list[str] | None = None
 
 
 @strawberry.input
@@ -30,7 +34,9 @@ class CreateProjectInput:
     name: str
     tasks: list[TaskInput]
     deadline: datetime | None = None
-    priority: int = 0
+    # higher first; default 0, or the level of `priority_class` (HIGH 100, NORMAL 0, LOW -100)
+    priority: int | None = None
+    priority_class: PriorityClass | None = None
     lease_seconds: int = 1800
     pay_cents: int = 0
     min_quality: float = 0.0

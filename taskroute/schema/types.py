@@ -11,10 +11,12 @@ from strawberry.scalars import JSON
 from taskroute.auth import parse_id
 from taskroute.resolvers import claims, ingest, projects, quality
 from taskroute.resolvers.accounts import Credential as CredentialRow
+from taskroute.resolvers.validation import priority_class_of
 
 from . import project_views
 from .batch_types import Ingest
 from .context import Context
+from .routing_types import PriorityClass, ProjectRouting
 
 
 @strawberry.type
@@ -155,6 +157,14 @@ class Project:
     async def ingest(self, info: strawberry.Info[Context, None]) -> Ingest | None:
         """Background ingest progress; null if the project never had a large batch."""
         return Ingest.of(await ingest.status(info.context.db, parse_id(self.id)))
+
+    @strawberry.field(description="The named level of `priority` (high >= 100, low <= -100).")
+    def priority_class(self) -> PriorityClass:
+        return PriorityClass(priority_class_of(self.priority))
+
+    @strawberry.field(description="Routing: deadline bump state and its recorded history.")
+    async def routing(self, info: strawberry.Info[Context, None]) -> ProjectRouting:
+        return await ProjectRouting.load(info.context.db, parse_id(self.id))
 
 
 @strawberry.type

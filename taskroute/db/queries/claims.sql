@@ -17,25 +17,40 @@ JOIN projects p ON p.id = a.project_id
 WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > now();
 
 -- name: task_claim
--- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds).
+-- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds),
+-- $3 project_id to restrict to (NULL: any project).
 -- For each of the expert's active skills, probe the partial indexes (open tasks; claimed
 -- tasks whose lease expired and may be retried) for the best row the expert qualifies
--- for, skipping rows other claims hold (SKIP LOCKED), then take the best across skills.
+-- for (quality, capability tags, scope), skipping rows other claims hold (SKIP LOCKED),
+-- then take the best across skills. Without named skills the scarcest skill comes first
+-- (fewest other active experts per open task, from skill_scarcity, kept by the routing
+-- job), so rare-skill experts are not used up on common work; then eff_priority, then FIFO.
+-- The open-task probe has two branches with constant guards on $3 (only one runs): the
+-- skill index for unscoped claims, the project index for scoped ones. In the expired-lease
+-- probe the project check is a scalar subquery, not EXISTS: as a semi-join the planner
+-- turned it into a walk over every active project's claimed tasks (tasks_project_status)
+-- instead of probing the skill's lease index (tests/test_routing_explain.py checks plans).
 -- Status values are literals so the planner can match the partial indexes.
 WITH my_skills AS (
-    SELECT es.skill, es.quality
+    SELECT es.skill, es.quality, e.capabilities,
+           -- 0 for unknown skills: treat them as scarce until the job has measured them
+           coalesce(greatest(sc.active_experts - 1, 0)::real / greatest(sc.open_backlog, 1),
+                    0) AS helpers_per_task
     FROM expert_skills es
     JOIN experts e ON e.id = es.expert_id
+    LEFT JOIN skill_scarcity sc ON sc.skill = es.skill
     WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
       AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
 ),
 candidate AS (
-    SELECT c.*
+    SELECT s.helpers_per_task, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
-        WHERE t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
+        WHERE $3::uuid IS NULL
+          AND t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
+          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
           AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
           AND NOT EXISTS (SELECT 1 FROM assignments a
                           WHERE a.item_id = t.item_id AND a.expert_id = $1
@@ -45,14 +60,33 @@ candidate AS (
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT c.*
+    SELECT s.helpers_per_task, c.*
+    FROM my_skills s
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+        FROM tasks t
+        WHERE $3::uuid IS NOT NULL AND t.project_id = $3::uuid
+          AND t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
+          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
+          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
+          AND NOT EXISTS (SELECT 1 FROM assignments a
+                          WHERE a.item_id = t.item_id AND a.expert_id = $1
+                            AND a.status IN ('active', 'submitted'))
+        ORDER BY t.eff_priority DESC, t.seq
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) c
+    UNION ALL
+    SELECT s.helpers_per_task, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
         WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < now()
           AND t.attempts < t.max_retries AND t.min_quality <= s.quality
-          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
+          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
+          AND ($3::uuid IS NULL OR t.project_id = $3::uuid)
+          AND (SELECT p.status FROM projects p WHERE p.id = t.project_id) = 'active'
           AND NOT EXISTS (SELECT 1 FROM assignments a
                           WHERE a.item_id = t.item_id AND a.expert_id = $1
                             AND a.status IN ('active', 'submitted'))
@@ -62,7 +96,10 @@ candidate AS (
     ) c
 ),
 best AS (
-    SELECT * FROM candidate ORDER BY eff_priority DESC, seq LIMIT 1
+    SELECT * FROM candidate
+    ORDER BY CASE WHEN $2::text[] IS NULL THEN helpers_per_task ELSE 0 END,
+             eff_priority DESC, seq
+    LIMIT 1
 ),
 claimed AS (
     UPDATE tasks t

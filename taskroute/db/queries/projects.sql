@@ -26,10 +26,12 @@ RETURNING id;
 
 -- name: tasks_insert
 -- $1 project_id, $2 item ids, $3 status ('open' or 'pending'), $4 skills, $5 task priorities.
--- One task per redundancy slot. eff_priority orders project priority before task priority.
+-- One task per redundancy slot. eff_priority orders project priority (plus a deadline bump)
+-- before task priority (see routing_eff_priority in migration 0004_routing).
 INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
                    max_retries, status)
-SELECT u.item_id, p.id, u.skill, u.priority, p.priority * 10000 + u.priority, p.min_quality,
+SELECT u.item_id, p.id, u.skill, u.priority,
+       routing_eff_priority(p.priority, p.deadline_bumped, u.priority), p.min_quality,
        p.max_retries, $3
 FROM projects p
 CROSS JOIN unnest($2::uuid[], $4::text[], $5::int[]) AS u(item_id, skill, priority)

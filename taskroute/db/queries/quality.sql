@@ -3,7 +3,8 @@
 -- change-feed advisory lock. Retraction locks all its items (ordered by id) before any feed lock.
 
 -- name: gold_claim
--- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 a uniform draw in [0,1).
+-- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 a uniform draw in [0,1),
+-- $4 project to restrict to (NULL: any).
 -- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
 -- answer. A (project, skill) serves gold only while it has open work the expert qualifies for
 -- and has not answered (gold is mixed into real work, never all that is left), and only when
@@ -24,6 +25,7 @@ served AS (
     JOIN (SELECT DISTINCT project_id, skill FROM gold_pool WHERE retired_at IS NULL) gp
       ON gp.skill = s.skill
     JOIN projects p ON p.id = gp.project_id AND p.status = 'active'
+                       AND ($4::uuid IS NULL OR p.id = $4::uuid)
     JOIN project_quality q ON q.project_id = p.id
     CROSS JOIN LATERAL (
         SELECT t.priority FROM tasks t

@@ -1,0 +1,64 @@
+"""GraphQL types of routing (issue 6): priority classes, bump history, scarcity, presence."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+from uuid import UUID
+
+import strawberry
+
+from taskroute.db.pool import Database
+from taskroute.db.queries import Q
+
+
+@strawberry.enum(description="Named levels of a project's priority: HIGH 100, NORMAL 0, LOW -100.")
+class PriorityClass(Enum):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+@strawberry.type(description="A recorded automatic deadline bump or unbump.")
+class PriorityEvent:
+    kind: str
+    remaining: int
+    rate_per_second: float
+    forecast_finish: datetime | None
+    deadline: datetime
+    at: datetime
+
+    @classmethod
+    def of(cls, row: Any) -> PriorityEvent:
+        return cls(**dict(row))
+
+
+@strawberry.type
+class ProjectRouting:
+    deadline_bumped: bool
+    events: list[PriorityEvent]
+
+    @classmethod
+    async def load(cls, db: Database, project_id: UUID) -> ProjectRouting:
+        state = await db.fetchrow(Q["routing_project_state"], project_id)
+        events = await db.fetch(Q["routing_project_events"], project_id)
+        return cls(
+            deadline_bumped=bool(state and state["deadline_bumped"]),
+            events=[PriorityEvent.of(r) for r in events],
+        )
+
+
+@strawberry.type(description="Per-skill scarcity as last measured by the routing job.")
+class SkillScarcity:
+    skill: str
+    active_experts: int
+    open_backlog: int
+    updated_at: datetime
+
+
+@strawberry.type
+class ExpertPresence:
+    id: strawberry.ID
+    status: str
+    last_seen_at: datetime | None

@@ -1,0 +1,450 @@
+"""Routing (issue 6): scarcity, fairness, deadline bumps, scope, capabilities, retries, presence.
+
+Everything goes through the public API of a real server on a real database; invariants are
+then checked in the database. The routing job runs in the server on a short interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from . import conftest
+from .conftest import InProcessServer
+from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
+
+CLAIM = (
+    "mutation($s: [String!], $p: ID) { claimNextTask(skills: $s, projectId: $p) {"
+    " assignmentId task { id projectId skill priority } } }"
+)
+PROJECT = (
+    "query($p: ID!) { project(id: $p) { priority priorityClass"
+    " progress { total open claimed done failed }"
+    " routing { deadlineBumped events { kind remaining deadline forecastFinish } } } }"
+)
+
+
+async def wait_for(
+    check: Callable[[], Awaitable[Any]], what: str, timeout: float = 15.0, every: float = 0.1
+) -> Any:
+    """Poll until `check` returns something truthy (the background jobs run on intervals)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(every)
+
+
+@pytest_asyncio.fixture
+async def routed(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    """A server whose routing job runs every 0.2 s with a 3 s fairness window."""
+    settings = conftest.test_settings(
+        database_url,
+        tmp_path,
+        routing_interval=0.2,
+        routing_fair_window=3.0,
+        routing_forecast_window=1.0,
+        routing_class_shares="high=0.5,normal=0.25,low=0.1",
+    )
+    srv = InProcessServer(settings)
+    await srv.start()
+    async with Api(srv.url) as client:
+        yield client
+    await srv.stop()
+
+
+async def claim(api: Api, token: str, skills: list[str] | None = None, project: str | None = None):
+    data = await api.gql(CLAIM, {"s": skills, "p": project}, token)
+    return data["claimNextTask"]
+
+
+async def project_state(api: Api, token: str, project_id: str) -> dict[str, Any]:
+    return (await api.gql(PROJECT, {"p": project_id}, token))["project"]
+
+
+async def scarcity(api: Api) -> dict[str, dict[str, Any]]:
+    data = await api.gql("{ skillScarcity { skill activeExperts openBacklog } }", token=ADMIN_TOKEN)
+    return {r["skill"]: r for r in data["skillScarcity"]}
+
+
+# --- skill scarcity -----------------------------------------------------------------------
+
+
+async def test_rare_skill_goes_to_its_only_expert_ahead_of_common_backlog(
+    routed: Api, db: asyncpg.Connection
+) -> None:
+    api = routed
+    customer = await api.create_customer()
+    rare_expert = await api.create_expert(["common", "rare"], name="polyglot")
+    others = [await api.create_expert(["common"], name=f"c{i}") for i in range(4)]
+    # Priority alone would pick the common work: it is HIGH, the rare task LOW.
+    common = await api.create_project(
+        customer["token"], tasks_of("common", 20), priorityClass="HIGH", name="common"
+    )
+    rare = await api.create_project(
+        customer["token"], tasks_of("rare", 1), priorityClass="LOW", name="rare"
+    )
+
+    async def measured() -> bool:
+        s = await scarcity(api)
+        return (
+            s.get("rare", {}).get("openBacklog") == 1
+            and s.get("common", {}).get("openBacklog") == 20
+        )
+
+    await wait_for(measured, "the routing job to measure scarcity")
+    s = await scarcity(api)
+    assert s["rare"]["activeExperts"] == 1 and s["common"]["activeExperts"] == 5
+
+    got = await claim(api, rare_expert["token"])
+    assert got["task"]["skill"] == "rare"
+    assert got["task"]["projectId"] == rare["project"]["id"]
+    # Experts who cannot help with the rare skill get the common backlog.
+    other = await claim(api, others[0]["token"])
+    assert other["task"]["projectId"] == common["project"]["id"]
+    # Naming skills keeps plain priority order among them.
+    await api.submit(rare_expert["token"], got["assignmentId"], {"ok": 1})
+    named = await claim(api, rare_expert["token"], skills=["common"])
+    assert named["task"]["skill"] == "common"
+    claimed = await db.fetch(
+        "SELECT t.skill, a.expert_id::text AS expert FROM assignments a"
+        " JOIN tasks t ON t.id = a.task_id ORDER BY a.claimed_at"
+    )
+    assert [(r["skill"], r["expert"]) for r in claimed] == [
+        ("rare", rare_expert["id"]),
+        ("common", others[0]["id"]),
+        ("common", rare_expert["id"]),
+    ]
+
+
+# --- fairness -------------------------------------------------------------------------------
+
+
+async def _saturate(api: Api, tokens: list[str], claims_total: int) -> None:
+    """Experts claim and submit as fast as they can until `claims_total` claims are done."""
+    left = claims_total
+
+    async def worker(token: str) -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            got = await claim(api, token)
+            assert got is not None, "the backlog must outlast the run (saturation)"
+            await api.submit(token, got["assignmentId"], {"ok": True})
+
+    await asyncio.gather(*(worker(t) for t in tokens))
+
+
+async def _shares_per_window(
+    db: asyncpg.Connection, low_project: str, window: float
+) -> list[tuple[int, int]]:
+    """(low claims, all claims) in every window of `window` seconds that starts at a claim
+    and lies inside the run."""
+    rows = await db.fetch(
+        "SELECT claimed_at, project_id::text = $1 AS low FROM assignments ORDER BY claimed_at",
+        low_project,
+    )
+    times = [r["claimed_at"] for r in rows]
+    end = times[-1]
+    width = timedelta(seconds=window)
+    out = []
+    for i, start in enumerate(times):
+        if start + width > end:
+            break
+        inside = [r for r in rows[i:] if r["claimed_at"] < start + width]
+        out.append((sum(r["low"] for r in inside), len(inside)))
+    return out
+
+
+@pytest.mark.slow
+async def test_low_priority_project_keeps_a_share_under_high_priority_flood(
+    routed: Api, db: asyncpg.Connection
+) -> None:
+    api = routed
+    customer = await api.create_customer()
+    experts = [await api.create_expert(["label"], name=f"e{i}") for i in range(6)]
+    await api.create_project(
+        customer["token"], tasks_of("label", 800), priorityClass="HIGH", name="flood"
+    )
+    low = await api.create_project(
+        customer["token"], tasks_of("label", 800), priorityClass="LOW", name="low"
+    )
+    low_id = low["project"]["id"]
+    await _saturate(api, [e["token"] for e in experts], 360)
+
+    windows = await _shares_per_window(db, low_id, 3.0)
+    assert windows, "the run must last longer than one fairness window"
+    worst = min(n / total for n, total in windows)
+    overall = await db.fetchval("SELECT avg((project_id::text = $1)::int) FROM assignments", low_id)
+    assert worst >= 0.05, f"low share fell to {worst:.3f} in some window (overall {overall:.3f})"
+    # ... while the high-priority project still gets most of the claims.
+    assert overall <= 0.3
+    # Both still have backlog: this was saturation, not the high project running dry.
+    left = await db.fetch(
+        "SELECT project_id, count(*) FROM tasks WHERE status = 'open' GROUP BY project_id"
+    )
+    assert len(left) == 2
+
+
+@pytest_asyncio.fixture
+async def unfair(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    """Control: the low class is guaranteed nothing."""
+    settings = conftest.test_settings(
+        database_url,
+        tmp_path,
+        routing_interval=0.2,
+        routing_fair_window=3.0,
+        routing_class_shares="high=0.5,normal=0.25,low=0",
+    )
+    srv = InProcessServer(settings)
+    await srv.start()
+    async with Api(srv.url) as client:
+        yield client
+    await srv.stop()
+
+
+async def test_without_a_low_share_the_low_project_starves(
+    unfair: Api, db: asyncpg.Connection
+) -> None:
+    """The share test above can fail: with the low class's share at 0 it gets nothing."""
+    api = unfair
+    customer = await api.create_customer()
+    experts = [await api.create_expert(["label"], name=f"e{i}") for i in range(3)]
+    await api.create_project(customer["token"], tasks_of("label", 200), priorityClass="HIGH")
+    low = await api.create_project(customer["token"], tasks_of("label", 50), priorityClass="LOW")
+    await _saturate(api, [e["token"] for e in experts], 60)
+    low_claims = await db.fetchval(
+        "SELECT count(*) FROM assignments WHERE project_id = $1::text::uuid", low["project"]["id"]
+    )
+    assert low_claims == 0
+
+
+# --- deadline bump --------------------------------------------------------------------------
+
+
+async def test_deadline_at_risk_bumps_the_project_and_unbumps_when_done(
+    routed: Api, db: asyncpg.Connection
+) -> None:
+    api = routed
+    customer = await api.create_customer()
+    expert = await api.create_expert(["ocr"])
+    # Higher priority, no deadline.
+    steady = await api.create_project(customer["token"], tasks_of("ocr", 5), priority=50)
+    # Lower priority, due soon, nothing done: its forecast misses the deadline.
+    due = (datetime.now(UTC) + timedelta(seconds=30)).isoformat()
+    urgent = await api.create_project(
+        customer["token"], tasks_of("ocr", 2), priority=0, deadline=due, name="urgent"
+    )
+    urgent_id = urgent["project"]["id"]
+
+    async def bumped() -> bool:
+        return (await project_state(api, customer["token"], urgent_id))["routing"]["deadlineBumped"]
+
+    await wait_for(bumped, "the deadline bump")
+    state = await project_state(api, customer["token"], urgent_id)
+    assert [e["kind"] for e in state["routing"]["events"]] == ["bump"]
+    assert state["routing"]["events"][0]["forecastFinish"] is None  # no progress at all
+    # The bump lifts it above the priority-50 project: its two tasks come first.
+    for _ in range(2):
+        got = await claim(api, expert["token"])
+        assert got["task"]["projectId"] == urgent_id
+        await api.submit(expert["token"], got["assignmentId"], {"ok": 1})
+
+    async def unbumped() -> bool:
+        return not await bumped()
+
+    await wait_for(unbumped, "the unbump once the work is done")
+    state = await project_state(api, customer["token"], urgent_id)
+    assert [e["kind"] for e in state["routing"]["events"]] == ["bump", "unbump"]
+    got = await claim(api, expert["token"])
+    assert got["task"]["projectId"] == steady["project"]["id"]
+    rows = await db.fetch(
+        "SELECT kind FROM project_priority_events WHERE project_id = $1::text::uuid ORDER BY seq",
+        urgent_id,
+    )
+    assert [r["kind"] for r in rows] == ["bump", "unbump"]
+
+
+# --- scope and capabilities -----------------------------------------------------------------
+
+
+async def test_claim_scoped_to_a_project(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["tag"])
+    first = await api.create_project(customer["token"], tasks_of("tag", 3), priority=500)
+    second = await api.create_project(customer["token"], tasks_of("tag", 1), priority=-500)
+    second_id = second["project"]["id"]
+    got = await claim(api, expert["token"], project=second_id)
+    assert got["task"]["projectId"] == second_id
+    await api.submit(expert["token"], got["assignmentId"], {"ok": 1})
+    # Nothing left there: nothing, even though the other project has work.
+    assert await claim(api, expert["token"], project=second_id) is None
+    # REST takes the same scope.
+    r = await api.rest(
+        "POST", "/v1/tasks/next", expert["token"], json={"project_id": first["project"]["id"]}
+    )
+    assert r.status_code == 200 and r.json()["task"]["project_id"] == first["project"]["id"]
+    with pytest.raises(GraphQLError) as err:
+        await claim(api, expert["token"], project="00000000-0000-0000-0000-000000000000")
+    assert err.value.code == "NOT_FOUND"
+    r = await api.rest("POST", "/v1/tasks/next", expert["token"], json={"project_id": 7})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "BAD_INPUT"
+    assert await db.fetchval("SELECT count(*) FROM assignments") == 2
+
+
+async def test_tasks_requiring_capabilities_go_only_to_experts_carrying_them(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    plain = await api.create_expert(["med"], name="plain")
+    data = await api.gql(
+        "mutation($s: [SkillInput!]!, $c: [String!]) {"
+        ' createExpert(name: "doc", skills: $s, capabilities: $c) { id token } }',
+        {"s": [{"skill": "med"}], "c": ["hipaa", "fluent-de"]},
+        ADMIN_TOKEN,
+    )
+    doctor = data["createExpert"]
+    tasks = [
+        {"skill": "med", "payload": {"n": 1}, "requiredCapabilities": ["hipaa", "fluent-de"]},
+        {"skill": "med", "payload": {"n": 2}, "requiredCapabilities": ["hipaa"]},
+    ]
+    created = await api.create_project(customer["token"], tasks)
+    assert await claim(api, plain["token"]) is None
+    got = await claim(api, doctor["token"])
+    assert got is not None
+    caps = await db.fetchval(
+        "SELECT required_caps FROM tasks WHERE id = $1::text::uuid", got["task"]["id"]
+    )
+    assert set(caps) <= {"hipaa", "fluent-de"} and caps
+    progress = await api.progress(customer["token"], created["project"]["id"])
+    assert progress["claimed"] == 1 and progress["open"] == 1
+
+    with pytest.raises(GraphQLError) as err:
+        await api.create_project(
+            customer["token"],
+            [{"skill": "med", "payload": {}, "requiredCapabilities": ["a,b"]}],
+            name="bad",
+        )
+    assert err.value.code == "BAD_INPUT"
+    assert await db.fetchval("SELECT count(*) FROM projects WHERE name = 'bad'") == 0
+
+
+async def test_priority_class_is_a_named_level_of_priority(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    high = await api.create_project(customer["token"], tasks_of("x", 1), priorityClass="HIGH")
+    state = await project_state(api, customer["token"], high["project"]["id"])
+    assert (state["priority"], state["priorityClass"]) == (100, "HIGH")
+    mid = await api.create_project(customer["token"], tasks_of("x", 1), priority=40)
+    state = await project_state(api, customer["token"], mid["project"]["id"])
+    assert state["priorityClass"] == "NORMAL"
+    both = await api.create_project(
+        customer["token"], tasks_of("x", 1), priority=-300, priorityClass="LOW"
+    )
+    state = await project_state(api, customer["token"], both["project"]["id"])
+    assert (state["priority"], state["priorityClass"]) == (-300, "LOW")
+    with pytest.raises(GraphQLError) as err:
+        await api.create_project(
+            customer["token"], tasks_of("x", 1), priority=5, priorityClass="HIGH", name="bad"
+        )
+    assert err.value.code == "BAD_INPUT"
+    r = await api.rest(
+        "POST",
+        "/v1/projects",
+        customer["token"],
+        json={"name": "bad", "priority_class": "urgent", "tasks": tasks_of("x", 1)},
+    )
+    assert r.status_code == 422 and r.json()["error"]["code"] == "BAD_INPUT"
+    assert await db.fetchval("SELECT count(*) FROM projects WHERE name = 'bad'") == 0
+    # eff_priority orders HIGH (100) work ahead of priority-40 work.
+    effs = await db.fetch("SELECT eff_priority FROM tasks ORDER BY eff_priority DESC")
+    assert [r["eff_priority"] for r in effs] == [1_000_000, 400_000, -3_000_000]
+
+
+# --- retries and presence -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_retries_stop_at_three_and_the_project_continues(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["flaky"])
+    created = await api.create_project(
+        customer["token"], tasks_of("flaky", 2), leaseSeconds=1, name="retry"
+    )
+    project_id = created["project"]["id"]
+    first = await claim(api, expert["token"])
+    doomed = first["task"]["id"]
+    leases = [first]
+    # Abandon each lease: the task is retried until its 3 retries are used up.
+    while True:
+        await asyncio.sleep(1.1)
+        got = await claim(api, expert["token"])
+        if got["task"]["id"] != doomed:
+            break
+        leases.append(got)
+    assert len(leases) == 4  # the first attempt plus 3 retries
+    progress = await api.progress(customer["token"], project_id)
+    assert progress == {"total": 2, "open": 0, "claimed": 1, "done": 0, "failed": 1}
+    # The project continues: the other task is done normally.
+    await api.submit(expert["token"], got["assignmentId"], {"ok": 1})
+    progress = await api.progress(customer["token"], project_id)
+    assert progress == {"total": 2, "open": 0, "claimed": 0, "done": 1, "failed": 1}
+    row = await db.fetchrow(
+        "SELECT status, attempts, assignment_id FROM tasks WHERE id = $1::text::uuid", doomed
+    )
+    assert (row["status"], row["attempts"], row["assignment_id"]) == ("failed", 4, None)
+    statuses = await db.fetch(
+        "SELECT status FROM assignments WHERE task_id = $1::text::uuid", doomed
+    )
+    assert [r["status"] for r in statuses] == ["expired"] * 4
+    assert await db.fetchval("SELECT count(*) FROM payouts") == 1
+
+
+async def test_presence_from_claims_and_heartbeats_and_absent_experts_lose_leases(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["p"])
+    await api.create_project(customer["token"], tasks_of("p", 1), leaseSeconds=60)
+
+    async def last_seen() -> str | None:
+        data = await api.gql(
+            "query($i: ID!) { expertPresence(id: $i) { lastSeenAt } }",
+            {"i": expert["id"]},
+            ADMIN_TOKEN,
+        )
+        return data["expertPresence"]["lastSeenAt"]
+
+    assert await last_seen() is None
+    got = await claim(api, expert["token"])
+    seen_at_claim = await last_seen()
+    assert seen_at_claim is not None
+    await api.heartbeat(expert["token"], got["assignmentId"])
+    assert await last_seen() > seen_at_claim
+    # The expert vanishes (no claims, no heartbeats) for longer than the 60 s lease, while
+    # the lease itself is still live: the sweeper takes the task back.
+    await db.execute(
+        "UPDATE experts SET last_seen_at = now() - interval '2 minutes' WHERE id = $1::text::uuid",
+        expert["id"],
+    )
+
+    async def reopened() -> bool:
+        return await db.fetchval("SELECT status FROM tasks") == "open"
+
+    await wait_for(reopened, "the sweeper to release the absent expert's lease")
+    row = await db.fetchrow("SELECT status, lease_until < now() AS ended FROM assignments")
+    assert (row["status"], row["ended"]) == ("expired", True)
+    assert await db.fetchval("SELECT attempts FROM tasks") == 1
