@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -80,15 +81,31 @@ class Api:
         return data["createExpert"]
 
     async def create_project(
-        self, token: str, tasks: list[dict[str, Any]], **fields: Any
+        self, token: str, tasks: list[dict[str, Any]], wait: bool = True, **fields: Any
     ) -> dict[str, Any]:
+        """Create a project. A large batch is ingested in the background (accepted=true);
+        with `wait` this returns only once all its tasks are stored and claimable."""
         data = await self.gql(
             "mutation($i: CreateProjectInput!) { createProject(input: $i) {"
             " accepted project { id status } } }",
             {"i": {"name": fields.pop("name", "batch"), "tasks": tasks, **fields}},
             token,
         )
-        return data["createProject"]
+        created = data["createProject"]
+        if wait and created["accepted"]:
+            await self.wait_ingested(token, created["project"]["id"])
+        return created
+
+    async def wait_ingested(self, token: str, project_id: str, timeout: float = 60) -> None:
+        query = "query($p: ID!) { project(id: $p) { ingest { state error } } }"
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            ingest = (await self.gql(query, {"p": project_id}, token))["project"]["ingest"]
+            if ingest is None or ingest["state"] == "done":
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"ingest did not finish: {ingest}")
+            await asyncio.sleep(0.05)
 
     async def claim(self, token: str, skills: list[str] | None = None) -> dict[str, Any] | None:
         data = await self.gql(

@@ -39,7 +39,7 @@ async def test_claim_uses_the_partial_index_with_100k_open_tasks(
     await seed_open_tasks(db, 100_000, 50)
     expert = await api.create_expert(["skill7", "skill8"])
 
-    plan = await db.fetchval(f"EXPLAIN (FORMAT JSON) {Q['task_claim']}", expert["id"], None)
+    plan = await db.fetchval(f"EXPLAIN (FORMAT JSON) {Q['task_claim']}", expert["id"], None, None)
     text = json.dumps(plan)
     assert "tasks_open_claim" in text
     assert "Seq Scan on tasks" not in text

@@ -94,9 +94,21 @@ class FolderStore(StoreHandle):
     kind = "folder"
 
     def __init__(self, root: Path) -> None:
+        # `root` is a symlink, so breaking and repairing the store are single atomic renames:
+        # a background write racing the switch sees the folder or the file, never a gap.
         self.root = root
         self.url = root.as_uri()
-        self._aside = root.with_name(root.name + ".aside")
+        self._real = root.with_name(root.name + ".real")
+        self._real.mkdir(parents=True, exist_ok=True)
+        self._not_a_folder = root.with_name(root.name + ".file")
+        self._not_a_folder.write_text("not a folder")
+        self._point(self._real)
+
+    def _point(self, target: Path) -> None:
+        link = self.root.with_name(self.root.name + ".link")
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        os.replace(link, self.root)
 
     def keys(self) -> set[str]:
         if not self.root.is_dir():
@@ -107,15 +119,12 @@ class FolderStore(StoreHandle):
         return (self.root / key[:2] / f"{key}.json").read_bytes()
 
     def break_(self) -> None:
-        # Tests run as root, so permissions would not stop writes: put a plain file where
-        # the folder was (every write then fails with NotADirectoryError).
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.root.rename(self._aside)
-        self.root.write_text("not a folder")
+        # Tests run as root, so permissions would not stop writes: point the store at a plain
+        # file (every write then fails with NotADirectoryError).
+        self._point(self._not_a_folder)
 
     def repair(self) -> None:
-        self.root.unlink()
-        self._aside.rename(self.root)
+        self._point(self._real)
 
 
 class S3Store(StoreHandle):

@@ -247,7 +247,9 @@ async def test_graphql_large_batch_and_add_tasks_are_idempotent_by_external_id(
     async with Api(srv.url) as api:
         customer = await api.create_customer()
         created = await api.create_project(
-            customer["token"], [dict(t, externalId=f"e{i}") for i, t in enumerate(big_tasks(150))]
+            customer["token"],
+            [dict(t, externalId=f"e{i}") for i, t in enumerate(big_tasks(150))],
+            wait=False,
         )
         assert created["accepted"] is True
         assert created["project"]["status"] == "ingesting"
@@ -516,7 +518,7 @@ async def test_cancel_stops_a_background_ingest(
     async with Api(srv.url) as api:
         customer = await api.create_customer()
         store.break_()  # holds the job in 'retrying' until the cancel
-        created = await api.create_project(customer["token"], big_tasks(250))
+        created = await api.create_project(customer["token"], big_tasks(250), wait=False)
         assert created["accepted"] is True
         pid = created["project"]["id"]
 
