@@ -74,7 +74,8 @@ async def test_dashboard_progress_and_at_risk(
                 page = await browser.new_page(viewport={"width": 1100, "height": 700})
                 errors: list[str] = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
-                await page.goto(f"{dash_server.url}/dashboard?poll=300")
+                # Polling every 10 minutes: within this test only the subscription can update.
+                await page.goto(f"{dash_server.url}/dashboard?poll=600000")
                 await page.fill("#token", customer["token"])
                 await page.click("#auth button[type=submit]")
 
@@ -82,6 +83,8 @@ async def test_dashboard_progress_and_at_risk(
                 bar = f"{card} > [role=progressbar]"
                 await page.wait_for_selector(card, timeout=WAIT_MS)
                 assert await page.get_attribute(bar, "aria-valuenow") == "0"
+                # The page is subscribed over graphql-transport-ws (token in connection_init).
+                await page.wait_for_selector('#live[data-mode="live"]', timeout=WAIT_MS)
                 # The name is shown as text, never as markup.
                 assert await page.locator(f"{card} h2").inner_text() != ""
                 assert await page.locator(f"{card} h2 b").count() == 0
@@ -90,7 +93,7 @@ async def test_dashboard_progress_and_at_risk(
                     claim = await api.claim(expert["token"])
                     assert claim is not None
                     await api.submit(expert["token"], claim["assignmentId"], {"grade": 3})
-                # The bar moves (live update or polling, whichever this build has).
+                # The bar moves: pushed by the forecastUpdated subscription.
                 await page.wait_for_selector(f'{bar}[aria-valuenow="50"]', timeout=WAIT_MS)
                 await page.wait_for_selector(f"{card} [data-testid=at-risk]", timeout=WAIT_MS)
                 numbers = await page.locator(f"{card} [data-testid=numbers]").inner_text()
