@@ -13,8 +13,9 @@ What it does, in its own temporary databases on the Postgres at --pg (dropped at
    budget) run, per cycle, exactly the named
    statements the service runs (`Q[...]` from taskroute/db/queries): the credential lookup of
    each request, the claim transaction (expert_touch, assignment_active_for_expert,
-   leases_release_expired, task_claim, audit_insert) and the submit transaction (assignment_get,
-   task_lock, assignment_lock, assignment_submit, task_done, payout_insert).
+   leases_release_expired, gold_claim, task_claim, audit_insert) and the submit transaction
+   (assignment_get, task_lock, assignment_lock, assignment_submit, task_done, payout_insert,
+   and the quality bookkeeping `quality.after_submit` runs).
 3. Service: `taskroute serve` (uvloop + httptools) as a subprocess; N simulated experts, each on
    its own keep-alive HTTP/1.1 connection (a minimal client, so the load generator costs little
    CPU), run claim+submit cycles through GraphQL, then through REST.
@@ -50,6 +51,7 @@ from taskroute.auth import hash_token  # noqa: E402
 from taskroute.db.migrate import migrate_url  # noqa: E402
 from taskroute.db.pool import create_pool  # noqa: E402
 from taskroute.db.queries import Q, load  # noqa: E402
+from taskroute.resolvers import quality  # noqa: E402
 
 B = load(Path(__file__).resolve().parent)  # bench-only seeding statements (bench/bench.sql)
 SWEEP_BATCH = 1000
@@ -196,7 +198,9 @@ async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, con
                     held = await conn.fetchrow(Q["assignment_active_for_expert"], eid)
                     if held is None:
                         await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, eid)
-                        row = await conn.fetchrow(Q["task_claim"], eid, None)
+                        row = await quality.claim_gold(conn, eid, None)
+                        if row is None:
+                            row = await conn.fetchrow(Q["task_claim"], eid, None, None)
                         if row is None:
                             return "empty"
                         await conn.execute(
@@ -219,6 +223,7 @@ async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, con
                     await conn.fetchrow(Q["assignment_submit"], aid, answer, pay)
                     await conn.execute(Q["task_done"], found["task_id"], aid)
                     await conn.execute(Q["payout_insert"], aid, eid, found["project_id"], pay)
+                    await quality.after_submit(conn, found, answer)
             return "ok"
 
         return cycle
@@ -396,7 +401,8 @@ async def claim_latency(dsn: str, world: dict[str, Any], samples: int) -> tuple[
             await conn.fetchval(Q["expert_touch"], eid)
             await conn.fetchrow(Q["assignment_active_for_expert"], eid)
             await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, eid)
-            row = await conn.fetchrow(Q["task_claim"], eid, None)
+            await quality.claim_gold(conn, eid, None)
+            row = await conn.fetchrow(Q["task_claim"], eid, None, None)
             times.append(time.perf_counter() - t0)
             assert row is not None
             await tx.rollback()
