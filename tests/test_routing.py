@@ -7,6 +7,7 @@ then checked in the database. The routing job runs in the server on a short inte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,8 +46,8 @@ async def wait_for(
         await asyncio.sleep(every)
 
 
-@pytest_asyncio.fixture
-async def routed(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+@contextlib.asynccontextmanager
+async def routing_server(database_url: str, tmp_path: Path, shares: str) -> AsyncIterator[Api]:
     """A server whose routing job runs every 0.2 s with a 3 s fairness window."""
     settings = conftest.test_settings(
         database_url,
@@ -54,13 +55,28 @@ async def routed(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
         routing_interval=0.2,
         routing_fair_window=3.0,
         routing_forecast_window=1.0,
-        routing_class_shares="high=0.5,normal=0.25,low=0.1",
+        routing_class_shares=shares,
     )
     srv = InProcessServer(settings)
     await srv.start()
-    async with Api(srv.url) as client:
-        yield client
-    await srv.stop()
+    try:
+        async with Api(srv.url) as client:
+            yield client
+    finally:
+        await srv.stop()
+
+
+@pytest_asyncio.fixture
+async def routed(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    async with routing_server(database_url, tmp_path, "high=0.5,normal=0.25,low=0.1") as api:
+        yield api
+
+
+@pytest_asyncio.fixture
+async def deadlines_only(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    """No fairness shares: only deadline bumps move priorities (nothing else races them)."""
+    async with routing_server(database_url, tmp_path, "high=0,normal=0,low=0") as api:
+        yield api
 
 
 async def claim(api: Api, token: str, skills: list[str] | None = None, project: str | None = None):
@@ -199,18 +215,8 @@ async def test_low_priority_project_keeps_a_share_under_high_priority_flood(
 @pytest_asyncio.fixture
 async def unfair(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
     """Control: the low class is guaranteed nothing."""
-    settings = conftest.test_settings(
-        database_url,
-        tmp_path,
-        routing_interval=0.2,
-        routing_fair_window=3.0,
-        routing_class_shares="high=0.5,normal=0.25,low=0",
-    )
-    srv = InProcessServer(settings)
-    await srv.start()
-    async with Api(srv.url) as client:
-        yield client
-    await srv.stop()
+    async with routing_server(database_url, tmp_path, "high=0.5,normal=0.25,low=0") as api:
+        yield api
 
 
 async def test_without_a_low_share_the_low_project_starves(
@@ -233,9 +239,9 @@ async def test_without_a_low_share_the_low_project_starves(
 
 
 async def test_deadline_at_risk_bumps_the_project_and_unbumps_when_done(
-    routed: Api, db: asyncpg.Connection
+    deadlines_only: Api, db: asyncpg.Connection
 ) -> None:
-    api = routed
+    api = deadlines_only
     customer = await api.create_customer()
     expert = await api.create_expert(["ocr"])
     # Higher priority, no deadline.
