@@ -186,13 +186,3 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
         await quality.after_submit(conn, found, answer)
     notify.progress_changed(found["project_id"])
     return _receipt(stored, assignment_id)
-
-
-async def release_expired(db: Database, limit: int = SWEEP_BATCH) -> list[asyncpg.Record]:
-    """One sweep: expired leases go back to the pool (or fail after max_retries)."""
-    async with db.transaction() as conn:
-        released = await conn.fetch(Q["leases_release_expired"], limit, None)
-        await notify.leases_released(conn, released)
-    metrics.count_expired(released)
-    notify.progress_changed(*{r["project_id"] for r in released})
-    return released

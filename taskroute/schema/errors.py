@@ -58,10 +58,6 @@ def _coded(error: GraphQLError) -> GraphQLError:
     )
 
 
-def with_codes(errors: list[GraphQLError]) -> list[GraphQLError]:
-    return [_coded(e) for e in errors]
-
-
 class ErrorCodes(SchemaExtension):
     def on_operation(self) -> Iterator[None]:
         yield

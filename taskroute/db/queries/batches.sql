@@ -99,10 +99,6 @@ WHERE (c.job_id, c.chunk_no) IN (
     FOR UPDATE OF c2 SKIP LOCKED
 );
 
--- name: ingest_job_get
--- $1 job_id.
-SELECT * FROM ingest_jobs WHERE id = $1;
-
 -- name: ingest_status
 -- $1 project_id. All the project's ingest jobs as one: the most pressing state first
 -- (retrying > running > queued > failed > canceled > done), the newest error. No row when
