@@ -161,6 +161,26 @@ async def _saturate(api: Api, tokens: list[str], claims_total: int) -> None:
     await asyncio.gather(*(worker(t) for t in tokens))
 
 
+async def _saturate_for(api: Api, tokens: list[str], least_claims: int, span: float) -> int:
+    """Experts claim and submit as fast as they can until the run has made `least_claims`
+    claims and lasted `span` seconds, whichever comes later (so a fast machine does not end
+    the run inside one fairness window). Returns the number of claims made."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + span
+    made = 0
+
+    async def worker(token: str) -> None:
+        nonlocal made
+        while made < least_claims or loop.time() < end:
+            made += 1
+            got = await claim(api, token)
+            assert got is not None, "the backlog must outlast the run (saturation)"
+            await api.submit(token, got["assignmentId"], {"ok": True})
+
+    await asyncio.gather(*(worker(t) for t in tokens))
+    return made
+
+
 async def _shares_per_window(
     db: asyncpg.Connection, low_project: str, window: float
 ) -> list[tuple[int, int]]:
@@ -189,14 +209,15 @@ async def test_low_priority_project_keeps_a_share_under_high_priority_flood(
     api = routed
     customer = await api.create_customer()
     experts = [await api.create_expert(["label"], name=f"e{i}") for i in range(6)]
+    # Backlogs deep enough for the whole run on a fast machine (it lasts >= 3 windows).
     await api.create_project(
-        customer["token"], tasks_of("label", 800), priorityClass="HIGH", name="flood"
+        customer["token"], tasks_of("label", 4000), priorityClass="HIGH", name="flood"
     )
     low = await api.create_project(
-        customer["token"], tasks_of("label", 800), priorityClass="LOW", name="low"
+        customer["token"], tasks_of("label", 1000), priorityClass="LOW", name="low"
     )
     low_id = low["project"]["id"]
-    await _saturate(api, [e["token"] for e in experts], 360)
+    await _saturate_for(api, [e["token"] for e in experts], 360, span=3 * 3.0)
 
     windows = await _shares_per_window(db, low_id, 3.0)
     assert windows, "the run must last longer than one fairness window"

@@ -92,6 +92,17 @@ class Database:
         async with self.connection() as conn, conn.transaction():
             yield conn
 
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[Snapshot]:
+        """Several reads that must agree with each other (one read-only REPEATABLE READ
+        transaction on one connection): a page that shows a project's status next to its
+        ingest job must never show the job done and the project still ingesting."""
+        async with (
+            self.connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            yield Snapshot(conn)
+
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         async with self.connection() as conn:
             return await conn.fetchrow(query, *args)
@@ -107,3 +118,24 @@ class Database:
     async def execute(self, query: str, *args: Any) -> str:
         async with self.connection() as conn:
             return await conn.execute(query, *args)
+
+
+class Snapshot:
+    """Reads on one connection inside `Database.snapshot()`; the same read methods as
+    `Database`, so read-side domain functions take either."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+
+    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
+        return await self.conn.fetchrow(query, *args)
+
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        return await self.conn.fetch(query, *args)
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return await self.conn.fetchval(query, *args)
+
+
+# What read-only domain functions accept: the pool, or one consistent snapshot of it.
+Reader = Database | Snapshot

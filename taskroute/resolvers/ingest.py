@@ -25,7 +25,7 @@ import asyncpg
 
 from taskroute.blobs import BlobStore, BlobStoreError
 from taskroute.config import Settings
-from taskroute.db.pool import Database
+from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.resolvers.payloads import store_payloads
 from taskroute.resolvers.projects import insert_tasks
@@ -103,7 +103,7 @@ async def enqueue(
     return job
 
 
-async def status(db: Database, project_id: UUID) -> dict[str, Any] | None:
+async def status(db: Reader, project_id: UUID) -> dict[str, Any] | None:
     row = await db.fetchrow(Q["ingest_status"], project_id)
     return dict(row) if row is not None else None
 

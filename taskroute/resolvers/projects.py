@@ -10,7 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.db.pool import Database
+from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound
 from taskroute.realtime import notify
@@ -121,9 +121,7 @@ async def create_project(
     return Created(project, accepted=False)
 
 
-async def get_project(
-    db: Database, project_id: UUID, customer_scope: UUID | None
-) -> asyncpg.Record:
+async def get_project(db: Reader, project_id: UUID, customer_scope: UUID | None) -> asyncpg.Record:
     row = await db.fetchrow(Q["project_get"], project_id, customer_scope)
     if row is None:
         raise NotFound("no such project")
@@ -141,7 +139,7 @@ async def cancel_project(db: Database, project_id: UUID, customer_id: UUID) -> a
     return row
 
 
-async def progress(db: Database, project_id: UUID) -> dict[str, Any]:
+async def progress(db: Reader, project_id: UUID) -> dict[str, Any]:
     row = await db.fetchrow(Q["project_progress"], project_id)
     assert row is not None
     return dict(row)

@@ -33,15 +33,20 @@ async def get_project(request: Request) -> Response:
     who = await viewer(request)
     s = services(request)
     project_id = parse_id(request.path_params["id"], "project")
-    row = await projects.get_project(s.db, project_id, who.customer_scope())
+    # One snapshot: status, progress and ingest state agree (no "done" job on an
+    # "ingesting" project when the ingest commits between two reads).
+    async with s.db.snapshot() as snap:
+        row = await projects.get_project(snap, project_id, who.customer_scope())
+        progress = await projects.progress(snap, project_id)
+        ingest_state = await ingest.status(snap, project_id)
     return JSONResponse(
         {
             "project_id": str(row["id"]),
             "name": row["name"],
             "status": row["status"],
             "deadline": row["deadline"].isoformat() if row["deadline"] else None,
-            "progress": await projects.progress(s.db, project_id),
-            "ingest": await ingest.status(s.db, project_id),
+            "progress": progress,
+            "ingest": ingest_state,
         }
     )
 
