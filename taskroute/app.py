@@ -19,6 +19,7 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from taskroute import rest
 from taskroute.config import Settings
+from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
@@ -129,6 +130,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         hub = Hub(listener, services.db)
         await hub.start()
         services.extras["hub"] = hub
+        if settings.credential_cache_size > 0:
+            # Trusted only through the hub's LISTEN connection: attached (and so used) only
+            # once revocations reach it; see credential_cache.py.
+            cache = CredentialCache(
+                settings.credential_cache_size, settings.credential_cache_max_age
+            )
+            await hub.listen(CREDENTIALS_CHANNEL, cache.invalidate, cache.resync)
+            cache.attach(hub)
+            services.credentials = cache
         # Subscriptions would miss events while the listener is down: not ready then.
         register_readiness(services, "listener", hub.ready)
         NOTIFIER.start(services.db)

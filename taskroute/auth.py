@@ -6,12 +6,15 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from uuid import UUID
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound, Unauthenticated
+
+if TYPE_CHECKING:
+    from taskroute.credential_cache import CredentialCache
 
 Role = Literal["admin", "customer", "expert"]
 
@@ -61,7 +64,15 @@ def parse_bearer(header: str | None) -> str | None:
     return token.strip()
 
 
-async def authenticate(db: Database, admin_token: str, header: str | None) -> Viewer:
+async def authenticate(
+    db: Database,
+    admin_token: str,
+    header: str | None,
+    *,
+    cache: CredentialCache | None = None,
+) -> Viewer:
+    """The viewer of an `Authorization: Bearer` header. With `cache`, a stored token is looked
+    up in the database only when the cache does not hold it (or cannot be trusted right now)."""
     token = parse_bearer(header)
     if token is None:
         raise Unauthenticated("missing Authorization: Bearer <token>")
@@ -69,10 +80,16 @@ async def authenticate(db: Database, admin_token: str, header: str | None) -> Vi
     # their hash, so timing reveals nothing about them.
     if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
         return Viewer("admin")
-    row = await db.fetchrow(Q["credential_lookup"], hash_token(token))
-    if row is None:
+    token_hash = hash_token(token)
+
+    async def load() -> Viewer | None:
+        row = await db.fetchrow(Q["credential_lookup"], token_hash)
+        return None if row is None else Viewer(row["role"], row["customer_id"], row["expert_id"])
+
+    viewer = await (load() if cache is None else cache.lookup(token_hash, load))
+    if viewer is None:
         raise Unauthenticated("unknown or revoked token")
-    return Viewer(row["role"], row["customer_id"], row["expert_id"])
+    return viewer
 
 
 def parse_id(raw: str, what: str = "object") -> UUID:

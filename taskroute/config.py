@@ -63,6 +63,11 @@ class Settings:
     listen_probe_interval: float = 5.0
     # Seconds a probe may take; two probes in a row without an answer replace the connection.
     listen_probe_timeout: float = 5.0
+    # Credential cache (issue 11): token hashes remembered per process (LRU; 0 turns the cache
+    # off), and seconds an entry may serve at most before the database is asked again
+    # (revocations normally arrive within a second by NOTIFY; this bounds the worst case).
+    credential_cache_size: int = 100_000
+    credential_cache_max_age: float = 60.0
     # --- batches (issue 3) ---
     # Payloads up to this many bytes also stay inline in the item row and travel inside the
     # claim; larger ones are fetched through a short-lived payload URL.
@@ -110,6 +115,8 @@ class Settings:
             introspection=_bool("TASKROUTE_INTROSPECTION", True),
             listen_probe_interval=_float("TASKROUTE_LISTEN_PROBE_INTERVAL", 5.0),
             listen_probe_timeout=_float("TASKROUTE_LISTEN_PROBE_TIMEOUT", 5.0),
+            credential_cache_size=_int("TASKROUTE_CREDENTIAL_CACHE_SIZE", 100_000),
+            credential_cache_max_age=_float("TASKROUTE_CREDENTIAL_CACHE_MAX_AGE", 60.0),
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
             forecast_window=_float("TASKROUTE_FORECAST_WINDOW", 3600.0),
             forecast_presence=_float("TASKROUTE_FORECAST_PRESENCE", 900.0),

@@ -72,7 +72,9 @@ class PostgresNotifyBackend(BroadcastBackend):
     @property
     def healthy(self) -> bool:
         conn = self._conn
-        return conn is not None and not conn.is_closed()
+        # `_lost`: known gone (or a LISTEN on it failed) though not yet replaced; NOTIFYs
+        # may already be missing, which the credential cache must know at once.
+        return conn is not None and not conn.is_closed() and not self._lost.is_set()
 
     @property
     def backend_pid(self) -> int | None:

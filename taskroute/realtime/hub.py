@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -120,6 +120,9 @@ class Hub:
         self._dirty: set[str] = set()
         self._dirty_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # channels other components listen to through the hub (see `listen`)
+        self._handlers: dict[str, Callable[[str], None]] = {}
+        self._resync_hooks: list[Callable[[], None]] = []
         self._started_waiters = 0
         self.wakeups = 0  # hints handed to waiters (tests and the bench read it)
         self.events = 0
@@ -127,6 +130,42 @@ class Hub:
     @property
     def healthy(self) -> bool:
         return bool(getattr(self.backend, "healthy", True))
+
+    @property
+    def listener_generation(self) -> int:
+        """Changes whenever the LISTEN connection is replaced: NOTIFYs sent in between may
+        have been lost (each replacement is also announced by a RESYNC event)."""
+        return int(getattr(self.backend, "reconnects", 0))
+
+    @property
+    def listener_live(self) -> bool:
+        """Up, and not overdue on its health probe: NOTIFYs are being heard now. A probe
+        that has not answered for longer than it may take means the connection could be
+        silently dead (no RST): until it answers, treat it as down."""
+        if not self.healthy:
+            return False
+        last_ok = getattr(self.backend, "last_ok", None)
+        if not last_ok:
+            return True
+        overdue = getattr(self.backend, "probe_interval", 5.0) + getattr(
+            self.backend, "probe_timeout", 5.0
+        )
+        return time.monotonic() - last_ok <= overdue
+
+    async def listen(
+        self,
+        channel: str,
+        on_event: Callable[[str], None],
+        on_resync: Callable[[], None] | None = None,
+    ) -> None:
+        """Hand each event of `channel` (its payload) to `on_event`, and call `on_resync`
+        whenever events may have been lost (after a reconnect or a queue overflow), for as
+        long as the hub runs. Both run on the dispatch task: they must be quick and must not
+        block. Returns once the channel is LISTENed to, or will be on the next connect."""
+        self._handlers[channel] = on_event
+        if on_resync is not None:
+            self._resync_hooks.append(on_resync)
+        await self.backend.subscribe(channel)
 
     async def ready(self) -> bool:
         """A readiness check: is the LISTEN connection up?"""
@@ -316,7 +355,18 @@ class Hub:
 
     def _handle(self, event: Event) -> None:
         if event.channel == RESYNC_CHANNEL:
+            # First the hooks (the credential cache: a security matter), each on its own so
+            # that one failing cannot keep the others or the waiters from re-checking.
+            for hook in self._resync_hooks:
+                try:
+                    hook()
+                except Exception:
+                    log.exception("resync hook %r failed", hook)
             self._resync_all()
+            return
+        handler = self._handlers.get(event.channel)
+        if handler is not None:
+            handler(str(event.message))
             return
         data = parse(event.message)
         if event.channel == PROGRESS_CHANNEL:

@@ -26,7 +26,9 @@ def services(request: Request) -> Services:
 
 async def viewer(request: Request) -> Viewer:
     s = services(request)
-    return await authenticate(s.db, s.settings.admin_token, request.headers.get("authorization"))
+    return await authenticate(
+        s.db, s.settings.admin_token, request.headers.get("authorization"), cache=s.credentials
+    )
 
 
 async def json_body(request: Request, required: bool = True) -> Any:

@@ -16,7 +16,11 @@ async def realtime_status(request: Request) -> Response:
     hub = services(request).extras.get("hub")
     if hub is None:
         raise Unavailable("realtime is not running on this server")
-    return JSONResponse(hub.health())
+    body = hub.health()
+    cache = services(request).credentials
+    if cache is not None:
+        body["credential_cache"] = cache.stats()
+    return JSONResponse(body)
 
 
 routes = [Route("/v1/realtime/status", realtime_status, methods=["GET"])]

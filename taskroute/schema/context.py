@@ -7,6 +7,7 @@ from typing import Any
 
 from taskroute.auth import Viewer, authenticate
 from taskroute.config import Settings
+from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
 
 
@@ -17,6 +18,8 @@ class Services:
     db: Database
     settings: Settings
     extras: dict[str, Any] = field(default_factory=dict)
+    # token hash -> viewer (None: every request looks its token up in the database)
+    credentials: CredentialCache | None = None
 
 
 @dataclass
@@ -40,6 +43,9 @@ class Context:
     async def viewer(self) -> Viewer:
         if self._viewer is None:
             self._viewer = await authenticate(
-                self.db, self.settings.admin_token, self.authorization
+                self.db,
+                self.settings.admin_token,
+                self.authorization,
+                cache=self.services.credentials,
             )
         return self._viewer
