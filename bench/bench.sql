@@ -1,4 +1,4 @@
--- Seeding for bench/claim.py (bench only; the service never runs these).
+-- Seeding and the bare (seed-shaped) cycle for bench/claim.py; the service never runs these.
 
 -- name: bench_customer
 -- No parameters.
@@ -35,16 +35,43 @@ SELECT e, s, 1.0 FROM unnest($1::uuid[], $2::text[]) AS u(e, s);
 INSERT INTO credentials (token_hash, role, expert_id)
 SELECT h, 'expert', e FROM unnest($1::uuid[], $2::bytea[]) AS u(e, h);
 
--- name: bench_reopen
--- No parameters. Puts every task back in the pool between phases, so each phase starts with
--- the same number of open tasks (answered assignments stay: the table grows as in real life).
-UPDATE tasks SET status = 'open', assignment_id = NULL, lease_until = NULL
-WHERE status <> 'open';
+-- name: bench_bare_schema
+-- No parameters (two statements: run without arguments). The seed's data model, as pgbench
+-- would have it: one table, no items/assignments/ledger, and one partial index for the claim.
+CREATE TABLE bare_tasks (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    skill       text NOT NULL,
+    priority    integer NOT NULL DEFAULT 0,
+    status      text NOT NULL DEFAULT 'open',
+    claimed_by  uuid,
+    lease_until timestamptz,
+    payload     jsonb,
+    answer      jsonb
+);
+CREATE INDEX bare_tasks_open ON bare_tasks (skill, priority DESC, id) WHERE status = 'open';
 
--- name: bench_release_active
--- No parameters. Ends live claims left by a phase's last in-flight cycles.
-UPDATE assignments SET status = 'released' WHERE status = 'active';
+-- name: bench_bare_fill
+-- No parameters. The service world's tasks, one row each (same skill, priority and payload, in
+-- the same order), so both worlds have the same size and the same Zipf skill distribution.
+INSERT INTO bare_tasks (skill, priority, payload)
+SELECT t.skill, t.priority, i.payload
+FROM tasks t JOIN items i ON i.id = t.item_id
+ORDER BY t.seq;
 
--- name: bench_open_count
--- No parameters.
-SELECT count(*) FROM tasks WHERE status = 'open';
+-- name: bench_bare_claim
+-- $1 expert id, $2 the expert's skills (text[]). The seed's claim: one autocommit statement.
+UPDATE bare_tasks
+SET status = 'claimed', claimed_by = $1, lease_until = now() + interval '30 min'
+WHERE id = (
+    SELECT id FROM bare_tasks
+    WHERE status = 'open' AND skill = ANY ($2)
+    ORDER BY priority DESC, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, payload;
+
+-- name: bench_bare_submit
+-- $1 task id, $2 answer (jsonb), $3 expert id. The seed's submit: one autocommit statement.
+UPDATE bare_tasks SET status = 'done', answer = $2
+WHERE id = $1 AND claimed_by = $3 AND status = 'claimed';

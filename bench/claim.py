@@ -1,4 +1,4 @@
-"""Claim+submit throughput: the raw-SQL floor vs the full service (GraphQL and REST over HTTP).
+"""Claim+submit throughput: the seed's bare cycle, the domain floor, and the full service.
 
 Run by hand (never part of the test suite's pass/fail); prints figures:
 
@@ -8,21 +8,21 @@ Run by hand (never part of the test suite's pass/fail); prints figures:
 
 What it does, in its own temporary databases on the Postgres at --pg (dropped at the end):
 1. Seeds 50k open tasks over 200 skills with Zipf-distributed sizes and a few thousand experts
-   (each holding 3 Zipf-drawn skills, so most hold a big skill and a few hold rare ones).
-2. Floor: N simulated experts on min(N, --pool-max) asyncpg connections (the server's pool
-   budget) run, per cycle, exactly the named
-   statements the service runs (`Q[...]` from taskroute/db/queries): the credential lookup of
-   each request, the claim transaction (expert_touch, assignment_active_for_expert,
-   leases_release_expired, gold_claim, task_claim, audit_insert) and the submit transaction
-   (assignment_get, task_lock, assignment_lock, assignment_submit, task_done, payout_insert,
-   and the quality bookkeeping `quality.after_submit` runs).
-3. Service: `taskroute serve` (uvloop + httptools) as a subprocess; N simulated experts, each on
+   (each holding 3 Zipf-drawn skills, so most hold a big skill and a few hold rare ones), plus
+   `bare_tasks`: the same tasks in the seed's one-table shape (bench/bench.sql).
+2. Bare: what pgbench would measure for the seed's design. N experts on min(N, --pool-max)
+   connections run the seed's two statements (claim: one UPDATE .. SKIP LOCKED; submit: one
+   UPDATE), autocommit, one round trip each, on `bare_tasks`.
+3. Floor: the service's own domain calls without HTTP: per request `auth.authenticate`, then
+   `claims.claim_next` and `claims.submit` on a `Database` over min(N, --pool-max) connections.
+   They are called, never re-implemented, so the floor cannot drift from the service.
+4. Service: `taskroute serve` (uvloop + httptools) as a subprocess; N simulated experts, each on
    its own keep-alive HTTP/1.1 connection (a minimal client, so the load generator costs little
    CPU), run claim+submit cycles through GraphQL, then through REST.
-4. Claim latency with 10k and with 1M open tasks (single connection, claim transactions rolled
-   back so the pool does not shrink while measuring).
-Every phase starts with all tasks open again. Cycles/s, p50/p99 cycle latency and the ratio
-service/floor are printed per N.
+5. Claim latency (`claims.claim_next`, rolled back) with 10k and with 1M open tasks.
+Every measurement runs on a fresh copy of the seeded database, so each starts from the same
+world. Cycles/s, p50/p99 cycle latency and the ratios service/bare and service/floor are
+printed per N.
 """
 
 from __future__ import annotations
@@ -33,11 +33,15 @@ import json
 import os
 import platform
 import random
+import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,14 +51,24 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from taskroute.auth import hash_token  # noqa: E402
+from taskroute.auth import authenticate, hash_token  # noqa: E402
+from taskroute.config import Settings  # noqa: E402
 from taskroute.db.migrate import migrate_url  # noqa: E402
-from taskroute.db.pool import create_pool  # noqa: E402
-from taskroute.db.queries import Q, load  # noqa: E402
-from taskroute.resolvers import quality  # noqa: E402
+from taskroute.db.pool import Database, create_pool  # noqa: E402
+from taskroute.db.queries import load  # noqa: E402
+from taskroute.errors import TaskrouteError  # noqa: E402
+from taskroute.resolvers import claims, payloads  # noqa: E402
 
-B = load(Path(__file__).resolve().parent)  # bench-only seeding statements (bench/bench.sql)
-SWEEP_BATCH = 1000
+B = load(Path(__file__).resolve().parent)  # bench-only statements (bench/bench.sql)
+# The server's TASKROUTE_POOL_TIMEOUT and the floor's Database timeout: the same wait policy.
+POOL_TIMEOUT = 30.0
+# One admin token for the server and the floor, so `authenticate` takes the same path in both
+# (a configured admin token is compared before the credential lookup).
+ADMIN_TOKEN = f"bench-admin-{secrets.token_hex(16)}"
+ANSWER = {"grade": 4}
+
+Cycle = Callable[[], Awaitable[str]]
+MakeWorker = Callable[[int], Awaitable[Cycle]]
 
 
 # --- seeding -------------------------------------------------------------------------------
@@ -83,20 +97,29 @@ async def seed(
             r["id"]
             for r in await conn.fetch(B["bench_experts"], [f"e{i}" for i in range(n_experts)])
         ]
-        pair_e, pair_s = [], []
-        for eid in ids:
-            held: set[str] = set()
-            while len(held) < 3:
-                held.add(rng.choices(skills, weights)[0])
-            for s in held:
-                pair_e.append(eid)
-                pair_s.append(s)
+        # Kept per expert: the bare cycle claims with the same skill sets the service routes by.
+        skills_of = [draw_skills(skills, weights, rng) for _ in ids]
+        pair_e = [eid for eid, held in zip(ids, skills_of, strict=True) for _ in held]
+        pair_s = [s for held in skills_of for s in held]
         await conn.execute(B["bench_expert_skills"], pair_e, pair_s)
         await conn.execute(B["bench_credentials"], ids, [hash_token(t) for t in tokens])
         await conn.execute("ANALYZE")
-        return {"project": project, "experts": ids, "tokens": tokens, "skills": skills}
+        return {
+            "project": project,
+            "experts": ids,
+            "tokens": tokens,
+            "skills": skills,
+            "skills_of": skills_of,
+        }
     finally:
         await conn.close()
+
+
+def draw_skills(skills: list[str], weights: list[float], rng: random.Random) -> list[str]:
+    held: set[str] = set()
+    while len(held) < 3:
+        held.add(rng.choices(skills, weights)[0])
+    return sorted(held)
 
 
 async def add_tasks(
@@ -113,13 +136,15 @@ async def add_tasks(
         await conn.execute(B["bench_tasks"], project, picks)
 
 
-async def reopen(dsn: str) -> int:
+async def seed_bare(dsn: str) -> None:
+    """`bare_tasks`: the service world's tasks in the seed's one-table shape."""
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute(B["bench_release_active"])
-        await conn.execute(B["bench_reopen"])
-        await conn.execute("VACUUM ANALYZE tasks")
-        return await conn.fetchval(B["bench_open_count"])
+        await conn.execute(B["bench_bare_schema"])
+        await conn.execute(B["bench_bare_fill"])
+        # Hint bits, visibility map and statistics settled once, in the template every
+        # measurement copies.
+        await conn.execute("VACUUM ANALYZE")
     finally:
         await conn.close()
 
@@ -135,6 +160,7 @@ class Run:
     latencies: list[float] = field(default_factory=list)
     empty: int = 0
     errors: int = 0
+    note: str = ""  # printed under the line (the server's profile)
 
     @property
     def rate(self) -> float:
@@ -153,7 +179,7 @@ class Run:
         )
 
 
-async def drive(label: str, n: int, seconds: float, make_worker: Any) -> Run:
+async def drive(label: str, n: int, seconds: float, make_worker: MakeWorker) -> Run:
     """Run n workers for `seconds` after a 1 s warm-up; each worker returns its cycle times."""
     run = Run(label, n, seconds)
     start_at = time.perf_counter() + 1.0
@@ -181,49 +207,75 @@ async def drive(label: str, n: int, seconds: float, make_worker: Any) -> Run:
     return run
 
 
-async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, conns: int) -> Run:
-    # The same connection budget as the server's pool: N experts share min(N, pool_max).
-    pool = await create_pool(dsn, min(n, conns), min(n, conns))
-    answer = {"grade": 4}
+async def _json_codecs(conn: asyncpg.Connection) -> None:
+    # jsonb in and out as Python objects; the stdlib codec: the payloads here are tiny.
+    for typename in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typename, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+        )
 
-    async def make_worker(i: int) -> Any:
-        eid = world["experts"][i]
-        token_hash = hash_token(world["tokens"][i])
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """No reset query on release: a pgbench client keeps its session, so each statement stays
+    one round trip (asyncpg's default reset would add one per release)."""
+
+
+async def bare_run(dsn: str, world: dict[str, Any], n: int, seconds: float, conns: int) -> Run:
+    """The seed's cycle: two autocommit statements on `bare_tasks`, one round trip each."""
+    size = min(n, conns)
+    pool = await asyncpg.create_pool(
+        dsn, min_size=size, max_size=size, init=_json_codecs, reset=_keep_session
+    )
+    assert pool is not None
+
+    async def make_worker(i: int) -> Cycle:
+        eid, skills = world["experts"][i], world["skills_of"][i]
 
         async def cycle() -> str:
-            async with pool.acquire() as conn:
-                await conn.fetchrow(Q["credential_lookup"], token_hash)
-                async with conn.transaction():
-                    await conn.fetchval(Q["expert_touch"], eid)
-                    held = await conn.fetchrow(Q["assignment_active_for_expert"], eid)
-                    if held is None:
-                        await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, eid)
-                        row = await quality.claim_gold(conn, eid, None)
-                        if row is None:
-                            row = await conn.fetchrow(Q["task_claim"], eid, None, None)
-                        if row is None:
-                            return "empty"
-                        await conn.execute(
-                            Q["audit_insert"],
-                            eid,
-                            row["customer_id"],
-                            row["project_id"],
-                            row["task_id"],
-                            "claim",
-                        )
-                    else:
-                        row = held
-                aid = row["assignment_id"]
-                await conn.fetchrow(Q["credential_lookup"], token_hash)
-                async with conn.transaction():
-                    found = await conn.fetchrow(Q["assignment_get"], aid)
-                    await conn.fetchrow(Q["task_lock"], found["task_id"])
-                    await conn.fetchrow(Q["assignment_lock"], aid)
-                    pay = found["project_pay_cents"]
-                    await conn.fetchrow(Q["assignment_submit"], aid, answer, pay)
-                    await conn.execute(Q["task_done"], found["task_id"], aid)
-                    await conn.execute(Q["payout_insert"], aid, eid, found["project_id"], pay)
-                    await quality.after_submit(conn, found, answer)
+            row = await pool.fetchrow(B["bench_bare_claim"], eid, skills)
+            if row is None:
+                return "empty"
+            done = await pool.execute(B["bench_bare_submit"], row["id"], ANSWER, eid)
+            return "ok" if done == "UPDATE 1" else "error"
+
+        return cycle
+
+    try:
+        return await drive("bare", n, seconds, make_worker)
+    finally:
+        await pool.close()
+
+
+def configure_payload_urls() -> None:
+    """What the server's lifespan does before the first claim. The bench's payloads are small
+    and travel inline, so `payloads.deliver` never signs a URL for them; configured anyway so
+    that larger bench payloads would be delivered (as URLs) instead of failing as Unavailable.
+    The secret only has to exist: nothing in this process checks the URLs."""
+    payloads.configure(payloads.PayloadUrls(secrets.token_bytes(32), Settings().payload_url_ttl))
+
+
+async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, conns: int) -> Run:
+    """The service minus HTTP/GraphQL: per request the credential lookup, then the domain
+    calls the resolvers make, on the server's connection budget (min(N, pool_max))."""
+    pool = await create_pool(dsn, min(n, conns), min(n, conns))
+    db = Database(pool, POOL_TIMEOUT)
+    configure_payload_urls()
+
+    async def make_worker(i: int) -> Cycle:
+        header = f"Bearer {world['tokens'][i]}"
+
+        async def cycle() -> str:
+            try:
+                # Two requests, each authenticated on its own, as over HTTP. No `skills`: the
+                # service's requests send no skill filter either.
+                expert_id = (await authenticate(db, ADMIN_TOKEN, header)).require_expert()
+                claim = await claims.claim_next(db, expert_id, None)
+                if claim is None:
+                    return "empty"
+                expert_id = (await authenticate(db, ADMIN_TOKEN, header)).require_expert()
+                await claims.submit(db, expert_id, claim.assignment_id, ANSWER)
+            except TaskrouteError:
+                return "error"  # what the service would answer with an error response
             return "ok"
 
         return cycle
@@ -245,13 +297,18 @@ class MiniHttp:
     async def post(self, path: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            # asyncio and uvloop already set TCP_NODELAY on TCP transports; explicit, so that a
+            # request (written below in one write) never waits for the ACK of the previous one
+            # (Nagle + delayed ACK: ~40 ms per request on Linux) whatever the event loop.
+            sock = self.writer.get_extra_info("socket")
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         assert self.reader is not None
         raw = json.dumps(body).encode()
         head = (
             f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Authorization: Bearer {token}\r\nContent-Length: {len(raw)}\r\n\r\n"
         ).encode()
-        self.writer.write(head + raw)
+        self.writer.write(head + raw)  # one write: the request leaves in one send
         header = await self.reader.readuntil(b"\r\n\r\n")
         lines = header.decode("latin-1").split("\r\n")
         status = int(lines[0].split()[1])
@@ -271,7 +328,7 @@ SUBMIT_Q = "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) 
 
 
 async def service_run(port: int, world: dict[str, Any], n: int, seconds: float, api: str) -> Run:
-    async def make_worker(i: int) -> Any:
+    async def make_worker(i: int) -> Cycle:
         token = world["tokens"][i]
         http = MiniHttp(port)
 
@@ -282,7 +339,7 @@ async def service_run(port: int, world: dict[str, Any], n: int, seconds: float, 
             claim = body["data"]["claimNextTask"]
             if claim is None:
                 return "empty"
-            variables = {"a": claim["assignmentId"], "x": {"grade": 4}}
+            variables = {"a": claim["assignmentId"], "x": ANSWER}
             status, body = await http.post(
                 "/graphql", {"query": SUBMIT_Q, "variables": variables}, token
             )
@@ -295,7 +352,7 @@ async def service_run(port: int, world: dict[str, Any], n: int, seconds: float, 
             if status != 200:
                 return "error"
             path = f"/v1/assignments/{body['assignment_id']}/submit"
-            status, _ = await http.post(path, {"answer": {"grade": 4}}, token)
+            status, _ = await http.post(path, {"answer": ANSWER}, token)
             return "ok" if status == 200 else "error"
 
         return gql_cycle if api == "graphql" else rest_cycle
@@ -303,10 +360,17 @@ async def service_run(port: int, world: dict[str, Any], n: int, seconds: float, 
     return await drive(api, n, seconds, make_worker)
 
 
+def py_spy() -> str:
+    spy = Path(sys.executable).parent / "py-spy"
+    found = str(spy) if spy.exists() else shutil.which("py-spy")
+    if found is None:
+        raise SystemExit("--profile needs py-spy (pip install py-spy)")
+    return found
+
+
 def start_profiler(pid: int, out: str, seconds: float) -> subprocess.Popen:
     """py-spy (sampling, from outside) on the server for the measured window."""
-    spy = Path(sys.executable).parent / "py-spy"
-    cmd = [str(spy) if spy.exists() else "py-spy", "record", "-p", str(pid), "-r", "250"]
+    cmd = [py_spy(), "record", "-p", str(pid), "-r", "250"]
     cmd += ["-d", str(int(seconds) + 1), "-f", "raw", "-o", out, "--nonblocking"]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -365,9 +429,10 @@ async def start_server(dsn: str, workers: int, pool_max: int) -> tuple[subproces
         **os.environ,
         "DATABASE_URL": dsn,
         "PYTHONPATH": str(ROOT),
+        "TASKROUTE_ADMIN_TOKEN": ADMIN_TOKEN,
         "TASKROUTE_POOL_MAX": str(pool_max),
         "TASKROUTE_POOL_MIN": str(min(pool_max, 4)),
-        "TASKROUTE_POOL_TIMEOUT": "30",
+        "TASKROUTE_POOL_TIMEOUT": str(POOL_TIMEOUT),
     }
     cmd = [sys.executable, "-m", "taskroute", "serve", "--port", str(port)]
     cmd += ["--workers", str(workers), "--log-level", "warning"]
@@ -388,31 +453,66 @@ async def start_server(dsn: str, workers: int, pool_max: int) -> tuple[subproces
     raise RuntimeError("server did not become ready")
 
 
+async def service_phase(
+    dsn: str, world: dict[str, Any], n: int, api: str, args: argparse.Namespace
+) -> Run:
+    """One server per measurement: it serves that measurement's fresh database copy."""
+    proc, port = await start_server(dsn, args.workers, args.pool_max)
+    try:
+        prof = None
+        if args.profile and n == 16:
+            prof = start_profiler(proc.pid, f"{args.profile}.{api}.txt", args.seconds)
+        run = await service_run(port, world, n, args.seconds, api)
+        if prof is not None:
+            prof.wait(timeout=120)
+            run.note = summarize_profile(Path(f"{args.profile}.{api}.txt"))
+        return run
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+class OneConnection(Database):
+    """A Database that always hands out one connection, which the probe keeps inside an open
+    transaction: the claim's own transaction becomes a savepoint, and rolling the outer one
+    back leaves the open tasks and the expert as they were."""
+
+    def __init__(self, pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
+        super().__init__(pool, POOL_TIMEOUT)
+        self.conn = conn
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        yield self.conn
+
+
 async def claim_latency(dsn: str, world: dict[str, Any], samples: int) -> tuple[float, float]:
-    """p50/p99 ms of one claim transaction (rolled back: the open count stays put)."""
-    conn = await asyncpg.connect(dsn)
+    """p50/p99 ms of one `claims.claim_next` (rolled back: the open count stays put)."""
+    pool = await create_pool(dsn, 1, 1)
+    configure_payload_urls()
     times = []
     try:
-        for k in range(samples):
-            eid = world["experts"][k % 50]
-            tx = conn.transaction()
-            await tx.start()
-            t0 = time.perf_counter()
-            await conn.fetchval(Q["expert_touch"], eid)
-            await conn.fetchrow(Q["assignment_active_for_expert"], eid)
-            await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, eid)
-            await quality.claim_gold(conn, eid, None)
-            row = await conn.fetchrow(Q["task_claim"], eid, None, None)
-            times.append(time.perf_counter() - t0)
-            assert row is not None
-            await tx.rollback()
+        async with pool.acquire() as conn:
+            db = OneConnection(pool, conn)
+            for k in range(samples):
+                tx = conn.transaction()
+                await tx.start()
+                t0 = time.perf_counter()
+                claim = await claims.claim_next(db, world["experts"][k % 50], None)
+                times.append(time.perf_counter() - t0)
+                await tx.rollback()
+                assert claim is not None
     finally:
-        await conn.close()
+        await pool.close()
     times.sort()
     return times[len(times) // 2] * 1000, times[int(len(times) * 0.99)] * 1000
 
 
-# --- main ----------------------------------------------------------------------------------
+# --- databases -----------------------------------------------------------------------------
+
+
+def dsn_of(admin: str, name: str) -> str:
+    return admin.rsplit("/", 1)[0] + "/" + name
 
 
 async def temp_db(admin: str, tag: str) -> tuple[str, str]:
@@ -421,8 +521,12 @@ async def temp_db(admin: str, tag: str) -> tuple[str, str]:
     await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     await conn.execute(f'CREATE DATABASE "{name}"')
     await conn.close()
-    dsn = admin.rsplit("/", 1)[0] + "/" + name
-    await migrate_url(dsn)
+    dsn = dsn_of(admin, name)
+    try:
+        await migrate_url(dsn)
+    except BaseException:
+        await drop_db(admin, name)  # not yet in the caller's list of databases to drop
+        raise
     return name, dsn
 
 
@@ -432,81 +536,117 @@ async def drop_db(admin: str, name: str) -> None:
     await conn.close()
 
 
-async def main(args: argparse.Namespace) -> None:
-    rng = random.Random(8)
-    ns = [int(x) for x in args.n.split(",")]
+@asynccontextmanager
+async def fresh_copy(admin: str, template: str) -> AsyncIterator[str]:
+    """A copy of the seeded database for one measurement, dropped after it.
+
+    Why not reopen the tasks in place: the answered assignments stay, so in the next phase
+    each expert's claim walks past every open task of its skills it has already answered
+    (one 3 s floor run at N=1 took expert 0's claim from 1.6 ms to 12.6 ms, 67 to 967
+    buffers). Phases that ran later were measured on a harder world than earlier ones."""
+    name = f"{template}_run"
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+    try:
+        yield dsn_of(admin, name)
+    finally:
+        await drop_db(admin, name)
+
+
+# --- main ----------------------------------------------------------------------------------
+
+LABELS = ("bare", "floor", "graphql", "rest")
+
+
+async def measure(
+    label: str, dsn: str, world: dict[str, Any], n: int, args: argparse.Namespace
+) -> Run:
+    if label == "bare":
+        return await bare_run(dsn, world, n, args.seconds, args.pool_max)
+    if label == "floor":
+        return await floor_run(dsn, world, n, args.seconds, args.pool_max)
+    return await service_phase(dsn, world, n, label, args)
+
+
+def print_ratios(results: dict[tuple[str, int], Run], ns: list[int]) -> None:
+    print("\n# ratios (cycles/s): service/bare, service/floor, floor/bare")
+    for n in ns:
+        rate = {label: results[(label, n)].rate for label in LABELS}
+        pairs = [("graphql", "bare"), ("rest", "bare"), ("graphql", "floor"), ("rest", "floor")]
+        pairs.append(("floor", "bare"))
+        cells = [f"{a}/{b} {rate[a] / rate[b] if rate[b] else float('nan'):.2f}" for a, b in pairs]
+        print(f"N={n:<3} " + "  ".join(cells))
+
+
+async def latency_section(args: argparse.Namespace, rng: random.Random, names: list[str]) -> None:
+    """The claim latency probe on its own small world (its database is added to `names`)."""
+    print("\n# claim latency (one claims.claim_next, single connection, rolled back)")
+    small_name, small = await temp_db(args.pg, "small")
+    names.append(small_name)
+    small_world = await seed(small, 10_000, args.skills, 200, rng)
+    p50, p99 = await claim_latency(small, small_world, args.samples)
+    print(f"open tasks {10_000:>9}:  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
+    if args.million:
+        t0 = time.perf_counter()
+        conn = await asyncpg.connect(small)
+        weights = zipf_weights(args.skills, 1.1)
+        await add_tasks(conn, small_world["project"], 990_000, small_world["skills"], weights, rng)
+        await conn.execute("VACUUM ANALYZE")
+        await conn.close()
+        print(f"# grew to 1M open tasks in {time.perf_counter() - t0:.0f}s")
+        p50, p99 = await claim_latency(small, small_world, args.samples)
+        print(f"open tasks {1_000_000:>9}:  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
+
+
+def print_header() -> None:
     print(f"# taskroute bench/claim.py  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(
         f"# machine: {platform.machine()} {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, {platform.platform()}"
     )
     print("# load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+
+async def main(args: argparse.Namespace) -> None:
+    rng = random.Random(8)
+    ns = [int(x) for x in args.n.split(",")]
+    if args.profile:
+        py_spy()  # missing: fail now, not after the seeding and the first phases
+    print_header()
     names: list[str] = []
     try:
-        name, dsn = await temp_db(args.pg, "main")
-        names.append(name)
+        template, dsn = await temp_db(args.pg, "main")
+        names.append(template)
         conn = await asyncpg.connect(dsn)
         print(f"# Postgres {await conn.fetchval('SHOW server_version')}")
         await conn.close()
         t0 = time.perf_counter()
         world = await seed(dsn, args.tasks, args.skills, args.experts, rng)
+        await seed_bare(dsn)
         print(
             f"# seeded {args.tasks} open tasks over {args.skills} Zipf(1.1) skills, "
             f"{args.experts} experts x 3 skills in {time.perf_counter() - t0:.1f}s"
         )
         print(
-            f"# {args.seconds:.0f}s per measurement after 1s warm-up; server workers "
-            f"{args.workers}, pool max {args.pool_max}"
+            f"# {args.seconds:.0f}s per measurement after 1s warm-up, each on a fresh copy of "
+            f"the seeded database; server workers {args.workers}, pool max {args.pool_max}"
         )
         results: dict[tuple[str, int], Run] = {}
-        for n in ns:
-            await reopen(dsn)
-            run = await floor_run(dsn, world, n, args.seconds, args.pool_max)
-            results[("floor", n)] = run
-            print(run.line(), flush=True)
-        proc, port = await start_server(dsn, args.workers, args.pool_max)
-        try:
-            for api in ("graphql", "rest"):
-                for n in ns:
-                    await reopen(dsn)
-                    prof = None
-                    if args.profile and n == 16:
-                        prof = start_profiler(proc.pid, f"{args.profile}.{api}.txt", args.seconds)
-                    run = await service_run(port, world, n, args.seconds, api)
-                    results[(api, n)] = run
-                    print(run.line(), flush=True)
-                    if prof is not None:
-                        prof.wait(timeout=120)
-                        print(summarize_profile(Path(f"{args.profile}.{api}.txt")), flush=True)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+        for label in LABELS:
+            for n in ns:
+                async with fresh_copy(args.pg, template) as copy:
+                    run = await measure(label, copy, world, n, args)
+                results[(label, n)] = run
+                print(run.line(), flush=True)
+                if run.note:
+                    print(run.note, flush=True)
         print("# load average now: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        print("\n# ratio service/floor (cycles/s)")
-        for n in ns:
-            floor = results[("floor", n)].rate
-            g, r = results[("graphql", n)].rate, results[("rest", n)].rate
-            print(f"N={n:<3} graphql {g / floor:5.2f}   rest {r / floor:5.2f}")
-
-        print("\n# claim latency (one claim transaction, single connection, rolled back)")
-        await reopen(dsn)
-        small_name, small = await temp_db(args.pg, "small")
-        names.append(small_name)
-        small_world = await seed(small, 10_000, args.skills, 200, rng)
-        p50, p99 = await claim_latency(small, small_world, args.samples)
-        print(f"open tasks {10_000:>9}:  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
-        if args.million:
-            t0 = time.perf_counter()
-            conn = await asyncpg.connect(small)
-            weights = zipf_weights(args.skills, 1.1)
-            await add_tasks(
-                conn, small_world["project"], 990_000, small_world["skills"], weights, rng
-            )
-            await conn.execute("VACUUM ANALYZE")
-            await conn.close()
-            print(f"# grew to 1M open tasks in {time.perf_counter() - t0:.0f}s")
-            p50, p99 = await claim_latency(small, small_world, args.samples)
-            print(f"open tasks {1_000_000:>9}:  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
+        print_ratios(results, ns)
+        await latency_section(args, rng, names)
     finally:
         if not args.keep:
             for name in names:
@@ -539,7 +679,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--profile", default="", help="py-spy the server at N=16 into PREFIX.{graphql,rest}.txt"
     )
-    p.add_argument("--keep", action="store_true", help="keep the temporary databases")
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the seeded and the latency databases (per-measurement copies are dropped)",
+    )
     return p.parse_args()
 
 
