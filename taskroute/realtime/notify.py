@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 Opened = tuple[str, UUID | str, int] | tuple[str, UUID | str, int, float]
 
 
+# The pseudo transaction id of hints whose transaction is known to have committed.
+_COMMITTED = "committed"
+
+
 class Notifier:
     def __init__(
         self, min_interval: float = 0.05, progress_interval: float = 0.25, flush_delay: float = 0.05
@@ -128,6 +132,22 @@ class Notifier:
                     entry[1] = min(entry[1], quality[project])
             self._wake.set()
 
+    def committed(self, opened: Iterable[Opened]) -> None:
+        """Hints for tasks whose transaction already committed (a database function's own
+        transaction): the flusher sends them with the next batch, no commit check needed."""
+        pending = False
+        for skill, project_id, count, *rest in opened:
+            if count <= 0:
+                continue
+            q = float(rest[0]) if rest else 0.0
+            per_project = self._deferred.setdefault(skill, {}).setdefault(_COMMITTED, {})
+            entry = per_project.setdefault(str(project_id), [0, q])
+            entry[0] += count
+            entry[1] = min(entry[1], q)
+            pending = True
+        if pending:
+            self._wake.set()
+
     def progress_changed(self, *project_ids: UUID | str) -> None:
         if self.db is None or not project_ids:
             return
@@ -176,8 +196,10 @@ class Notifier:
             else:
                 waiting = True
         if self._deferred:
-            xids = sorted({x for per_xid in self._deferred.values() for x in per_xid})
+            seen = {x for per_xid in self._deferred.values() for x in per_xid}
+            xids = sorted(seen - {_COMMITTED})
             status = {r["xid"]: r["status"] for r in await db.fetch(Q["xact_status_many"], xids)}
+            status[_COMMITTED] = "committed"
             now = time.monotonic()
             for skill in list(self._deferred):
                 per_xid = self._deferred[skill]
@@ -226,13 +248,15 @@ async def leases_released(conn: asyncpg.Connection, released: Iterable[Any]) -> 
     """Inside the transaction that ran `leases_release_expired`: hints for the rows it
     reopened (status 'open'), each with its task's minimum quality."""
     reopened = [r for r in released if r["status"] == "open"]
-    if not reopened:
-        return
-    rows = await conn.fetch(Q["tasks_min_quality"], [r["id"] for r in reopened])
-    quality = {row["id"]: row["min_quality"] for row in rows}
-    await tasks_opened(
-        conn, [(r["skill"], r["project_id"], 1, quality.get(r["id"], 0.0)) for r in reopened]
-    )
+    await tasks_opened(conn, [(r["skill"], r["project_id"], 1, r["min_quality"]) for r in reopened])
+
+
+def tasks_opened_committed(opened: Iterable[Opened]) -> None:
+    """Tell subscribers that tasks became claimable in a transaction that has committed
+    (a one-round-trip database function that opened them). Without a started notifier (CLI,
+    scripts) nothing is sent: nobody there has subscribers."""
+    if NOTIFIER.db is not None:
+        NOTIFIER.committed(opened)
 
 
 def progress_changed(*project_ids: UUID | str) -> None:

@@ -2,7 +2,11 @@
 
 Rules (the README's "Quality" section says the same for customers):
 
-- Gold items (`TaskInput.gold`, or `addGoldItems`) get no redundancy slots. `claim_gold` serves
+The rules that run on every claim and submit are SQL (queries/quality.sql `gold_claim`,
+functions/quality.sql), so a claim and a submit are one round trip each; this module holds the
+admin and customer paths around them.
+
+- Gold items (`TaskInput.gold`, or `addGoldItems`) get no redundancy slots. `gold_claim` serves
   one, before the normal claim, with probability `gold_ratio` of the item's project (the higher
   `exploration_gold_ratio` during an expert's first `exploration_tasks` tasks of the skill), only
   while that project has open work of the skill the expert qualifies for. A gold serving is a
@@ -29,7 +33,6 @@ Rules (the README's "Quality" section says the same for customers):
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -39,29 +42,16 @@ from uuid import UUID
 
 import asyncpg
 
+from taskroute.blobs import BlobStore, BlobStoreError
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import BadInput, NotFound
+from taskroute.errors import BadInput, NotFound, Unavailable
 from taskroute.realtime import notify
+from taskroute.resolvers import payloads
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import canonical_json
 
-# Float32 columns (thresholds) against float64 shares: 0.6 is stored as 0.6000000238.
-_EPS = 1e-6
 MAX_PAGE = 1000
-
-
-# --- serving gold ---------------------------------------------------------------------------
-
-
-async def claim_gold(
-    conn: asyncpg.Connection,
-    expert_id: UUID,
-    skills: list[str] | None,
-    project_id: UUID | None = None,
-) -> asyncpg.Record | None:
-    """A gold serving shaped like `task_claim`'s row, or None (then claim normal work)."""
-    return await conn.fetchrow(Q["gold_claim"], expert_id, skills, random.random(), project_id)
 
 
 # --- comparing answers ----------------------------------------------------------------------
@@ -74,37 +64,6 @@ def answer_key(answer: Any, field: str | None) -> str | None:
     if isinstance(answer, dict) and field in answer:
         return canonical_json(answer[field])
     return None
-
-
-def gold_correct(answer: Any, gold: Any, field: str | None) -> bool:
-    want = answer_key(gold, field)
-    if want is None:  # the customer gave the bare value rather than an answer object
-        want = canonical_json(gold)
-    got = answer_key(answer, field)
-    return got is not None and got == want
-
-
-def majority(answers: list[Any], field: str | None) -> tuple[float, Any | None]:
-    """(share of the most common answer, that answer or None on a tie for the top)."""
-    if not answers:
-        return 0.0, None
-    keys = [answer_key(a, field) or "\0missing" for a in answers]
-    ranked = Counter(keys).most_common(2)
-    top_key, top = ranked[0]
-    share = top / len(answers)
-    if len(ranked) > 1 and ranked[1][1] == top:
-        return share, None
-    if top_key == "\0missing":  # agreeing on "no answer on the field" resolves nothing
-        return share, None
-    return share, answers[keys.index(top_key)]
-
-
-def plurality(answers: list[Any], field: str | None) -> Any:
-    """The most common answer; on a tie, the earliest of the tied ones."""
-    keys = [answer_key(a, field) or "\0missing" for a in answers]
-    counts = Counter(keys)
-    top = max(counts.values())
-    return answers[next(i for i, k in enumerate(keys) if counts[k] == top)]
 
 
 def krippendorff_alpha_nominal(units: list[list[str]]) -> float | None:
@@ -129,122 +88,32 @@ def krippendorff_alpha_nominal(units: list[list[str]]) -> float | None:
     return 1 - (n - 1) * observed / expected
 
 
-# --- on every submit (inside claims.submit's transaction) -----------------------------------
-
-
-async def after_submit(conn: asyncpg.Connection, found: asyncpg.Record, answer: Any) -> None:
-    """Score a gold answer, or resolve the item a customer answer belongs to."""
-    ctx = await conn.fetchrow(Q["quality_submit_context"], found["task_id"])
-    assert ctx is not None
-    expert_id = found["expert_id"]
-    await conn.execute(Q["expert_skill_task_done"], expert_id, ctx["skill"])
-    if ctx["kind"] == "gold":
-        await _score_gold(conn, expert_id, ctx, answer)
-    else:
-        await resolve_item(conn, ctx["item_id"])
-
-
-async def _score_gold(
-    conn: asyncpg.Connection, expert_id: UUID, ctx: asyncpg.Record, answer: Any
-) -> None:
-    correct = gold_correct(answer, ctx["gold_answer"], ctx["answer_field"])
-    rec = await conn.fetchrow(Q["expert_skill_gold_score"], expert_id, ctx["skill"], correct)
-    if rec is None or rec["status"] != "active":
-        return
-    counted = rec["gold_seen"] - rec["pause_check_from"]
-    if counted >= ctx["pause_min_gold"] and rec["quality"] < ctx["pause_below"] - _EPS:
-        reason = (
-            f"gold quality {rec['quality']:.2f} below {ctx['pause_below']:.2f} after "
-            f"{rec['gold_seen']} gold answers ({rec['gold_correct']} correct)"
-        )
-        await _pause(conn, expert_id, ctx["skill"], reason)
+# --- pausing and resolving (the rules live in functions/quality.sql) ---------------------
 
 
 async def _pause(conn: asyncpg.Connection, expert_id: UUID, skill: str, reason: str) -> bool:
-    if await conn.fetchval(Q["expert_skill_pause"], expert_id, skill, reason) is None:
+    """Pause the skill and give the expert's live claims on it back (`taskroute_pause_skill`);
+    False if it was not active."""
+    opened = await conn.fetchval(Q["expert_skill_pause_call"], expert_id, skill, reason)
+    if opened is None:
         return False
-    released = await conn.fetch(Q["leases_release_for_skill"], expert_id, skill)
-    await _tasks_opened(conn, [r for r in released if r["status"] == "open"])
+    await _tasks_opened(conn, opened)
     return True
 
 
-async def _tasks_opened(conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> None:
+async def _tasks_opened(conn: asyncpg.Connection, opened: list[dict[str, Any]]) -> None:
     """Wake idle experts for tasks this transaction opened (hints arrive after commit)."""
-    if rows:
+    if opened:
         await notify.tasks_opened(
-            conn, [(r["skill"], r["project_id"], 1, r["min_quality"]) for r in rows]
+            conn, [(r["skill"], r["project_id"], 1, r["min_quality"]) for r in opened]
         )
 
 
 async def resolve_item(conn: asyncpg.Connection, item_id: UUID, refill: bool = False) -> None:
-    """Recompute an item's result from its valid answers; write a change row if it is visible.
-
-    `refill` (retraction): add open slots so valid answers plus live slots make k again.
-    """
-    st = await conn.fetchrow(Q["item_lock_state"], item_id)
-    assert st is not None
-    rows = await conn.fetch(Q["item_valid_answers"], item_id)
-    normal = [r["answer"] for r in rows if r["kind"] == "normal"]
-    adjudicated = [r["answer"] for r in rows if r["kind"] == "adjudication"]
-    k = st["redundancy"]
-    live = st["project_status"] == "active"
-    missing = k - len(normal) - st["live_slots"]
-    if refill and live and missing > 0:
-        await _tasks_opened(conn, await conn.fetch(Q["item_slots_add"], item_id, missing))
-
-    share, top = majority(normal, st["answer_field"])
-    agreement: float | None = share if normal else None
-    answer: Any = None
-    method: str | None = None
-    if len(normal) < k:
-        status = "pending"
-    elif top is not None and share >= st["agreement_threshold"] - _EPS:
-        status, answer, method = "resolved", top, "majority"
-    elif adjudicated:
-        status, answer, method = "resolved", adjudicated[-1], "adjudicated"
-    elif not st["adjudicate"]:
-        status, answer, method = "resolved", plurality(normal, st["answer_field"]), "plurality"
-    else:
-        status = "adjudicating"
-    if status == "adjudicating":
-        if live:
-            opened = await conn.fetch(
-                Q["adjudication_open"], item_id, st["adjudication_min_quality"]
-            )
-            await _tasks_opened(conn, opened)
-    else:
-        await conn.execute(Q["adjudication_cancel_open"], item_id)
-
-    was = st["result_status"] == "resolved"
-    now = status == "resolved"
-    change: str | None = None
-    if now and not was:
-        change = "resolved" if st["version"] == 0 else "re-resolved"
-    elif was and not now:
-        change = "retracted"
-    elif now and (
-        canonical_json(answer) != canonical_json(st["result_answer"])
-        or method != st["result_method"]
-        or abs((agreement or 0) - (st["result_agreement"] or 0)) > _EPS
-    ):
-        change = "re-resolved"
-    version = st["version"] + (1 if change else 0)
-    await conn.execute(
-        Q["item_result_upsert"],
-        item_id,
-        st["project_id"],
-        status,
-        answer,
-        agreement,
-        len(normal),
-        method,
-        version,
-    )
-    if change:
-        await conn.execute(Q["result_feed_lock"], st["project_id"])
-        await conn.execute(
-            Q["result_change_insert"], st["project_id"], item_id, version, change, answer, agreement
-        )
+    """Recompute an item's result from its valid answers (`taskroute_resolve_item`); write a
+    change row if it is visible. `refill` (retraction): add open slots so valid answers plus
+    live slots make k again."""
+    await _tasks_opened(conn, await conn.fetchval(Q["item_resolve_call"], item_id, refill))
 
 
 # --- admin: pause, unpause, retract ---------------------------------------------------------
@@ -381,15 +250,26 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
 
 
 async def add_gold_items(
-    db: Database, project_id: UUID, raw_tasks: Any, max_tasks: int, max_payload_bytes: int
+    db: Database,
+    blobs: BlobStore,
+    project_id: UUID,
+    raw_tasks: Any,
+    limits: GoldLimits,
 ) -> int:
-    """Gold items added on their own: stored into the pool, no slots. Returns how many were new."""
-    specs = v.task_specs(raw_tasks, max_tasks, max_payload_bytes)
+    """Gold items added on their own: stored into the pool, no slots. Returns how many were new.
+
+    Payloads are stored like every task's (blob store first; inline only up to the same size),
+    so a gold serving is delivered the same way as the real work it is mixed into."""
+    specs = v.task_specs(raw_tasks, limits.max_tasks, limits.max_payload_bytes)
     if not specs:
         raise BadInput("tasks must list at least one gold item", field="tasks")
     for i, s in enumerate(specs):
         if s.gold is None:
             raise BadInput(f"tasks[{i}].gold is required", field=f"tasks[{i}].gold")
+    try:
+        refs = await payloads.store_payloads(blobs, specs, limits.inline_payload_bytes)
+    except BlobStoreError as exc:
+        raise Unavailable("the payload store is unavailable; nothing was stored") from exc
     async with db.transaction() as conn:
         rows = await conn.fetch(
             Q["items_insert"],
@@ -397,12 +277,20 @@ async def add_gold_items(
             [uuid.uuid4() for _ in specs],
             [s.skill for s in specs],
             [s.external_id for s in specs],
-            [s.payload for s in specs],
-            [None] * len(specs),
+            [s.payload if ref.inline else None for s, ref in zip(specs, refs, strict=True)],
+            [ref.key for ref in refs],
             [len(s.payload_json.encode()) for s in specs],
             [s.gold for s in specs],
         )
     return len(rows)
+
+
+@dataclass(frozen=True)
+class GoldLimits:
+    max_tasks: int
+    max_payload_bytes: int
+    # payloads up to this size also travel inline (the same rule as real work)
+    inline_payload_bytes: int
 
 
 async def gold_pool(db: Database, project_id: UUID) -> list[asyncpg.Record]:

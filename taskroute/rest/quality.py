@@ -14,7 +14,7 @@ from starlette.routing import Route
 from taskroute.auth import parse_id
 from taskroute.db.pool import Database
 from taskroute.errors import BadInput
-from taskroute.resolvers import projects, quality
+from taskroute.resolvers import batches, projects, quality
 
 from .common import json_body, services, viewer
 
@@ -116,10 +116,14 @@ async def add_gold(request: Request) -> Response:
     s = services(request)
     added = await quality.add_gold_items(
         s.db,
+        batches.blobs_of(s),
         project_id,
         body["tasks"],
-        s.settings.max_tasks_per_request,
-        s.settings.max_payload_bytes,
+        quality.GoldLimits(
+            s.settings.max_tasks_per_request,
+            s.settings.max_payload_bytes,
+            s.settings.inline_payload_bytes,
+        ),
     )
     return JSONResponse({"added": added}, status_code=201)
 

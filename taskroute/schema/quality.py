@@ -10,7 +10,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import projects, quality
+from taskroute.resolvers import batches, projects, quality
 
 from .context import Context
 from .inputs import TaskInput
@@ -234,10 +234,14 @@ class QualityMutation:
         ]
         return await quality.add_gold_items(
             info.context.db,
+            batches.blobs_of(info.context.services),
             project["id"],
             raw,
-            settings.max_tasks_per_request,
-            settings.max_payload_bytes,
+            quality.GoldLimits(
+                settings.max_tasks_per_request,
+                settings.max_payload_bytes,
+                settings.inline_payload_bytes,
+            ),
         )
 
     @strawberry.mutation

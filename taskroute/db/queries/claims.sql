@@ -19,28 +19,23 @@ WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > now();
 -- name: task_claim
 -- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds),
 -- $3 project_id to restrict to (NULL: any project).
--- For each of the expert's active skills, probe the partial indexes (open tasks; claimed
--- tasks whose lease expired and may be retried) for the best row the expert qualifies
--- for (quality, capability tags, scope), skipping rows other claims hold (SKIP LOCKED),
--- then take the best across skills. Without named skills the scarcest skill comes first
--- (fewest other active experts per open task, from skill_scarcity, kept by the routing
--- job), so rare-skill experts are not used up on common work; then eff_priority, then FIFO.
+-- For each skill the expert may claim in (eligible_skills), probe the partial indexes (open
+-- tasks; claimed tasks whose lease expired and may be retried) for the best row the expert
+-- may take (task_eligible), skipping rows other claims hold (SKIP LOCKED), then take the
+-- best across skills. Without named skills the scarcest skill comes first (fewest other
+-- active experts per open task, from skill_scarcity, kept by the routing job), so rare-skill
+-- experts are not used up on common work; then eff_priority, then FIFO.
 -- The open-task probe has two branches with constant guards on $3 (only one runs): the
--- skill index for unscoped claims, the project index for scoped ones. In the expired-lease
--- probe the project check is a scalar subquery, not EXISTS: as a semi-join the planner
--- turned it into a walk over every active project's claimed tasks (tasks_project_status)
--- instead of probing the skill's lease index (tests/test_routing_explain.py checks plans).
+-- skill index for unscoped claims, the project index for scoped ones.
 -- Status values are literals so the planner can match the partial indexes.
+-- Runs inside taskroute_claim (functions/claims.sql); EXPLAIN tests run it alone.
 WITH my_skills AS (
-    SELECT es.skill, es.quality, e.capabilities,
+    SELECT s.*,
            -- 0 for unknown skills: treat them as scarce until the job has measured them
            coalesce(greatest(sc.active_experts - 1, 0)::real / greatest(sc.open_backlog, 1),
                     0) AS helpers_per_task
-    FROM expert_skills es
-    JOIN experts e ON e.id = es.expert_id
-    LEFT JOIN skill_scarcity sc ON sc.skill = es.skill
-    WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
-      AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
+    FROM ({{ eligible_skills($1, $2) }}) s
+    LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
 ),
 candidate AS (
     SELECT s.helpers_per_task, c.*
@@ -48,13 +43,8 @@ candidate AS (
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
-        WHERE $3::uuid IS NULL
-          AND t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
-          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
-          AND NOT EXISTS (SELECT 1 FROM assignments a
-                          WHERE a.item_id = t.item_id AND a.expert_id = $1
-                            AND a.status IN ('active', 'submitted'))
+        WHERE $3::uuid IS NULL AND t.status = 'open' AND t.skill = s.skill
+          AND {{ task_eligible(t, s, $1) }}
         ORDER BY t.eff_priority DESC, t.seq
         LIMIT 1
         FOR UPDATE SKIP LOCKED
@@ -66,12 +56,8 @@ candidate AS (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
         WHERE $3::uuid IS NOT NULL AND t.project_id = $3::uuid
-          AND t.status = 'open' AND t.skill = s.skill AND t.min_quality <= s.quality
-          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
-          AND NOT EXISTS (SELECT 1 FROM assignments a
-                          WHERE a.item_id = t.item_id AND a.expert_id = $1
-                            AND a.status IN ('active', 'submitted'))
+          AND t.status = 'open' AND t.skill = s.skill
+          AND {{ task_eligible(t, s, $1) }}
         ORDER BY t.eff_priority DESC, t.seq
         LIMIT 1
         FOR UPDATE SKIP LOCKED
@@ -83,13 +69,8 @@ candidate AS (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
         WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < now()
-          AND t.attempts < t.max_retries AND t.min_quality <= s.quality
-          AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-          AND ($3::uuid IS NULL OR t.project_id = $3::uuid)
-          AND (SELECT p.status FROM projects p WHERE p.id = t.project_id) = 'active'
-          AND NOT EXISTS (SELECT 1 FROM assignments a
-                          WHERE a.item_id = t.item_id AND a.expert_id = $1
-                            AND a.status IN ('active', 'submitted'))
+          AND t.attempts < t.max_retries AND {{ task_in_scope(t, $3) }}
+          AND {{ task_eligible(t, s, $1) }}
         ORDER BY t.lease_until
         LIMIT 1
         FOR UPDATE SKIP LOCKED
@@ -149,14 +130,14 @@ released AS (
         lease_until = NULL
     FROM expired e, projects p
     WHERE t.id = e.id AND p.id = t.project_id
-    RETURNING t.id, t.skill, t.project_id, t.status, e.assignment_id
+    RETURNING t.id, t.skill, t.project_id, t.status, t.min_quality, e.assignment_id
 ),
 expire_assignments AS (
     UPDATE assignments a SET status = 'expired'
     FROM released r
     WHERE a.id = r.assignment_id AND a.status = 'active'
 )
-SELECT id, skill, project_id, status FROM released;
+SELECT id, skill, project_id, status, min_quality FROM released;
 
 -- name: assignment_get
 -- $1 assignment_id.
@@ -168,8 +149,11 @@ WHERE a.id = $1;
 -- name: assignment_heartbeat
 -- $1 assignment_id, $2 expert_id. Extends a live lease (task row first, then assignment);
 -- no row when the lease already expired, the claim is not this expert's, or it was submitted.
--- has_high_priority_tasks: an open task of higher eff_priority that this expert could claim
--- (active skill, enough quality, active project, not an item they already hold or answered).
+-- has_high_priority_tasks: an open task this expert may take (task_eligible) whose base
+-- priority (routing_base_priority: class, deadline bump and task priority; never a fairness
+-- boost) is above the held task's. A gold serving carries the base priority of the real work
+-- it imitates, so the flag reads the same on gold as on that work. One index probe per skill
+-- (tasks_open_claim, from the top down to the held priority).
 WITH extended AS (
     UPDATE tasks t
     SET lease_until = now() + make_interval(secs => p.lease_seconds)
@@ -178,20 +162,22 @@ WITH extended AS (
       AND t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
       AND t.lease_until > now()
       AND p.id = a.project_id AND p.status = 'active'
-    RETURNING a.id, t.lease_until, t.skill, t.eff_priority
+    RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
 )
 UPDATE assignments a SET lease_until = e.lease_until
 FROM extended e WHERE a.id = e.id
-RETURNING a.id, a.lease_until, e.skill, e.eff_priority,
+RETURNING a.id, a.lease_until, e.skill,
     EXISTS (
-        SELECT 1 FROM expert_skills es
-        JOIN tasks t ON t.status = 'open' AND t.skill = es.skill
-                    AND t.eff_priority > e.eff_priority AND t.min_quality <= es.quality
-        WHERE es.expert_id = $2 AND es.status = 'active'
-          AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
-          AND NOT EXISTS (SELECT 1 FROM assignments o
-                          WHERE o.item_id = t.item_id AND o.expert_id = $2
-                            AND o.status IN ('active', 'submitted'))
+        SELECT 1
+        FROM ({{ eligible_skills($2, NULL) }}) s
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM tasks t
+            WHERE t.status = 'open' AND t.skill = s.skill AND t.eff_priority > e.base
+              AND routing_base_priority(t.eff_priority) > e.base
+              AND {{ task_eligible(t, s, $2) }}
+            ORDER BY t.eff_priority DESC
+            LIMIT 1
+        ) higher
     ) AS has_high_priority_tasks;
 
 -- name: task_lock
@@ -225,3 +211,16 @@ ON CONFLICT (assignment_id) DO NOTHING;
 -- $1 expert_id, $2 customer_id, $3 project_id, $4 task_id, $5 action.
 INSERT INTO audit_log (expert_id, customer_id, project_id, task_id, action)
 VALUES ($1, $2, $3, $4, $5);
+
+-- name: claim_call
+-- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1),
+-- $5 most expired leases of the expert to release first. The whole claim, one round trip.
+SELECT * FROM taskroute_claim($1, $2, $3, $4, $5);
+
+-- name: heartbeat_call
+-- $1 assignment_id, $2 expert_id.
+SELECT * FROM taskroute_heartbeat($1, $2);
+
+-- name: submit_call
+-- $1 assignment_id, $2 expert_id, $3 answer (jsonb).
+SELECT * FROM taskroute_submit($1, $2, $3);

@@ -3,46 +3,41 @@
 -- change-feed advisory lock. Retraction locks all its items (ordered by id) before any feed lock.
 
 -- name: gold_claim
--- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 a uniform draw in [0,1),
--- $4 project to restrict to (NULL: any).
+-- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 project to restrict
+-- to (NULL: any), $4 a uniform draw in [0,1).
 -- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
--- answer. A (project, skill) serves gold only while it has open work the expert qualifies for
--- and has not answered (gold is mixed into real work, never all that is left), and only when
--- the draw falls under its gold share (the onboarding share during the expert's first
--- `exploration_tasks` tasks of the skill). Never an item this
--- expert has seen; least-exposed first, ties at random; retired at `gold_max_exposures`.
+-- answer. A (project, skill) serves gold only while it has open work the expert may take
+-- (task_eligible: gold is mixed into real work, never all that is left), and only when the
+-- draw falls under its gold share (the onboarding share during the expert's first
+-- `exploration_tasks` tasks of the skill). Never an item this expert has seen; least-exposed
+-- first, ties at random; retired at `gold_max_exposures`.
+-- Indistinguishable from that real work: the serving copies the priority and the base
+-- effective priority (no fairness boost) of the task the expert would get next there, so
+-- neither the claim nor a heartbeat's hasHighPriorityTasks tells them apart.
 -- The task has max_retries 0: an expired gold lease fails, it is never reopened or taken over.
-WITH my_skills AS (
-    SELECT es.skill, es.quality, es.tasks_done
-    FROM expert_skills es
-    JOIN experts e ON e.id = es.expert_id
-    WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
-      AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
-),
+WITH my_skills AS ({{ eligible_skills($1, $2) }}),
 served AS (
-    SELECT gp.project_id, s.skill, w.priority
+    SELECT gp.project_id, s.skill, w.priority, w.eff_priority
     FROM my_skills s
     JOIN (SELECT DISTINCT project_id, skill FROM gold_pool WHERE retired_at IS NULL) gp
       ON gp.skill = s.skill
     JOIN projects p ON p.id = gp.project_id AND p.status = 'active'
-                       AND ($4::uuid IS NULL OR p.id = $4::uuid)
+                       AND ($3::uuid IS NULL OR p.id = $3::uuid)
     JOIN project_quality q ON q.project_id = p.id
     CROSS JOIN LATERAL (
-        SELECT t.priority FROM tasks t
+        SELECT t.priority, routing_base_priority(t.eff_priority) AS eff_priority
+        FROM tasks t
         WHERE t.project_id = p.id AND t.status = 'open' AND t.skill = s.skill
-          AND t.kind = 'normal' AND t.min_quality <= s.quality
-          -- work this expert could really get next, or gold would be all they are offered
-          AND NOT EXISTS (SELECT 1 FROM assignments a
-                          WHERE a.item_id = t.item_id AND a.expert_id = $1
-                            AND a.status IN ('active', 'submitted'))
+          AND {{ task_eligible(t, s, $1) }}
+        ORDER BY t.eff_priority DESC, t.seq
         LIMIT 1
     ) w
-    WHERE $3::float8 < CASE WHEN s.tasks_done < q.exploration_tasks
+    WHERE $4::float8 < CASE WHEN s.tasks_done < q.exploration_tasks
                             THEN greatest(q.gold_ratio, q.exploration_gold_ratio)
                             ELSE q.gold_ratio END
 ),
 pick AS (
-    SELECT g.item_id, g.project_id, g.skill, sv.priority
+    SELECT g.item_id, g.project_id, g.skill, sv.priority, sv.eff_priority
     FROM gold_pool g
     JOIN served sv ON sv.project_id = g.project_id AND sv.skill = g.skill
     WHERE g.retired_at IS NULL
@@ -54,7 +49,7 @@ pick AS (
 task AS (
     INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
                        max_retries, status, kind, assignment_id, lease_until)
-    SELECT k.item_id, k.project_id, k.skill, k.priority, 0, 0, 0, 'claimed', 'gold',
+    SELECT k.item_id, k.project_id, k.skill, k.priority, k.eff_priority, 0, 0, 'claimed', 'gold',
            gen_random_uuid(), now() + make_interval(secs => p.lease_seconds)
     FROM pick k JOIN projects p ON p.id = k.project_id
     RETURNING id AS task_id, item_id, project_id, skill, priority, assignment_id, lease_until
@@ -163,7 +158,7 @@ SELECT id, project_id FROM items WHERE id = ANY ($1::uuid[]) ORDER BY id FOR NO 
 
 -- name: item_valid_answers
 -- $1 item_id. Answers that count: submitted, not retracted, on a normal or adjudication task.
-SELECT a.answer, t.kind, a.submitted_at
+SELECT a.id, a.answer, t.kind, a.submitted_at
 FROM assignments a JOIN tasks t ON t.id = a.task_id
 WHERE a.item_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
   AND t.kind IN ('normal', 'adjudication')
@@ -206,9 +201,13 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
     answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
     updated_at = now();
 
+-- fragment: result_feed_lock_key
+-- $1 project_id. The advisory-lock key of the project's change feed (two int4s).
+2052915204, hashtext($1::uuid::text)
+
 -- name: result_feed_lock
 -- $1 project_id. Held to commit: change rows of one project commit in seq order.
-SELECT pg_advisory_xact_lock(2052915204, hashtext($1::uuid::text));
+SELECT pg_advisory_xact_lock({{ result_feed_lock_key($1) }});
 
 -- name: result_change_insert
 -- $1 project_id, $2 item_id, $3 version, $4 change, $5 answer, $6 agreement.
@@ -317,3 +316,12 @@ SELECT count(*) FILTER (WHERE status = 'resolved') AS resolved,
        count(*) FILTER (WHERE status = 'pending') AS pending,
        avg(agreement) FILTER (WHERE status = 'resolved') AS mean_agreement
 FROM item_results WHERE project_id = $1;
+
+-- name: expert_skill_pause_call
+-- $1 expert_id, $2 skill, $3 reason. Pause + release (functions/quality.sql); returns the
+-- reopened tasks as jsonb, NULL if the skill was not active.
+SELECT taskroute_pause_skill($1, $2, $3);
+
+-- name: item_resolve_call
+-- $1 item_id, $2 refill (bool). Returns the tasks it opened as jsonb.
+SELECT taskroute_resolve_item($1, $2);

@@ -15,26 +15,20 @@ SELECT pg_current_xact_id()::text;
 SELECT u.xid, pg_xact_status(u.xid::xid8) AS status FROM unnest($1::text[]) AS u(xid);
 
 -- name: expert_skills_available
--- $1 expert_id, $2 skills to restrict to (NULL: all). Each active skill of an active expert,
--- with the expert's quality in it and the project of one open task the expert could claim in
--- it now (NULL if none).
-SELECT es.skill, es.quality, c.project_id
-FROM expert_skills es
-JOIN experts e ON e.id = es.expert_id
+-- $1 expert_id, $2 skills to restrict to (NULL: all). Each skill the expert may claim in
+-- (eligible_skills), with the expert's quality in it and the project of one open task the
+-- expert may take in it now (task_eligible; NULL if none).
+SELECT s.skill, s.quality, c.project_id
+FROM ({{ eligible_skills($1, $2) }}) s
 LEFT JOIN LATERAL (
     SELECT t.project_id
     FROM tasks t
-    WHERE t.status = 'open' AND t.skill = es.skill AND t.min_quality <= es.quality
-      AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active')
-      AND NOT EXISTS (SELECT 1 FROM assignments a
-                      WHERE a.item_id = t.item_id AND a.expert_id = $1
-                        AND a.status IN ('active', 'submitted'))
+    WHERE t.status = 'open' AND t.skill = s.skill
+      AND {{ task_eligible(t, s, $1) }}
     ORDER BY t.eff_priority DESC, t.seq
     LIMIT 1
 ) c ON true
-WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
-  AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
-ORDER BY es.skill;
+ORDER BY s.skill;
 
 -- name: projects_progress_many
 -- $1 project ids. Counts of tasks by state per project (projects without tasks: no row).
@@ -48,6 +42,3 @@ SELECT project_id,
 FROM tasks WHERE project_id = ANY ($1::uuid[])
 GROUP BY project_id;
 
--- name: tasks_min_quality
--- $1 task ids. Their minimum quality (so a hint wakes only experts who could claim them).
-SELECT id, min_quality FROM tasks WHERE id = ANY ($1::uuid[]);

@@ -1,0 +1,187 @@
+-- The claim loop inside the database: one call per claim, heartbeat and submit (one round
+-- trip each, like procrastinate_fetch_job or graphile-worker's get_job). Each function runs
+-- the named statements of queries/*.sql, spliced in by `{{ name(args) }}`
+-- (taskroute/db/queries.py), so EXPLAIN tests and the functions run the very same SQL.
+-- migrate.py installs this file whenever it changes.
+-- Lock order everywhere: the expert row (claims), then a task row, then its assignment, then
+-- the item, then the project's change-feed lock.
+-- Every function reports its outcome in an `outcome` column instead of raising, so the caller
+-- maps outcomes to the API's errors in one place (taskroute/resolvers/claims.py).
+
+-- Base priority: eff_priority without the fairness boost (class, deadline bump and the task's
+-- own priority). What experts may be told about; boosts are routing's business.
+CREATE FUNCTION routing_base_priority(eff_priority integer) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN eff_priority >= routing_fair_threshold()
+            THEN eff_priority - routing_fair_boost() ELSE eff_priority END;
+
+-- The expert's live claim if they hold one, else the best task they may take: gold first
+-- (by the project's gold share), else real work; only from `p_project` when given. Before a
+-- new claim, the expert's own expired leases go back to the pool (they would block it: one
+-- live claim per expert). Every payload handed out, again or for the first time, is audited.
+-- outcome: 'claimed' | 'held' | 'none' (nothing for you) | 'inactive' (expert disabled)
+--          | 'no_project' (the scope names no project).
+-- released: the leases returned to the pool, [{skill, project_id, status, min_quality}].
+CREATE FUNCTION taskroute_claim(
+    p_expert uuid, p_skills text[], p_project uuid, p_gold_draw float8, p_sweep integer
+) RETURNS TABLE (
+    outcome text, assignment_id uuid, lease_until timestamptz, task_id uuid, project_id uuid,
+    skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb,
+    payload_key text, payload_bytes integer, released jsonb
+)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_status text;
+    v_row record;
+    v_claim record;
+    v_released jsonb := '[]';
+BEGIN
+    released := v_released;
+    IF p_project IS NOT NULL THEN
+        {{ routing_project_scope(p_project) }} INTO v_status;
+        IF NOT FOUND THEN
+            outcome := 'no_project';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+    -- Locks the expert row to commit: two racing claims of one expert run one after the other.
+    {{ expert_touch(p_expert) }} INTO v_status;
+    IF v_status IS DISTINCT FROM 'active' THEN
+        outcome := 'inactive';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    {{ assignment_active_for_expert(p_expert) }} INTO v_claim;
+    IF FOUND THEN
+        outcome := 'held';
+    ELSE
+        FOR v_row IN {{ leases_release_expired(p_sweep, p_expert) }} LOOP
+            v_released := v_released || jsonb_build_object(
+                'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
+                'min_quality', v_row.min_quality);
+        END LOOP;
+        released := v_released;
+        {{ gold_claim(p_expert, p_skills, p_project, p_gold_draw) }} INTO v_claim;
+        IF NOT FOUND THEN
+            {{ task_claim(p_expert, p_skills, p_project) }} INTO v_claim;
+        END IF;
+        outcome := CASE WHEN FOUND THEN 'claimed' ELSE 'none' END;
+    END IF;
+    IF outcome <> 'none' THEN
+        {{ audit_insert(p_expert, v_claim.customer_id, v_claim.project_id, v_claim.task_id, 'claim') }};
+        assignment_id := v_claim.assignment_id;
+        lease_until := v_claim.lease_until;
+        task_id := v_claim.task_id;
+        project_id := v_claim.project_id;
+        skill := v_claim.skill;
+        priority := v_claim.priority;
+        item_id := v_claim.item_id;
+        customer_id := v_claim.customer_id;
+        payload := v_claim.payload;
+        payload_key := v_claim.payload_key;
+        payload_bytes := v_claim.payload_bytes;
+    END IF;
+    RETURN NEXT;
+END
+$fn$;
+
+-- Extends the expert's live lease and records their presence.
+-- outcome: 'extended' | 'not_found' (no such assignment, or another expert's) | 'submitted'
+--          | 'canceled' (live, but the project was canceled) | 'expired'.
+CREATE FUNCTION taskroute_heartbeat(p_assignment uuid, p_expert uuid)
+RETURNS TABLE (outcome text, lease_until timestamptz, has_high_priority_tasks boolean)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_row record;
+BEGIN
+    -- Presence first: the expert row before the task row, the claim's lock order.
+    {{ expert_seen(p_expert) }};
+    {{ assignment_heartbeat(p_assignment, p_expert) }} INTO v_row;
+    IF FOUND THEN
+        outcome := 'extended';
+        lease_until := v_row.lease_until;
+        has_high_priority_tasks := v_row.has_high_priority_tasks;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    {{ assignment_get(p_assignment) }} INTO v_row;
+    outcome := CASE
+        WHEN NOT FOUND OR v_row.expert_id <> p_expert THEN 'not_found'
+        WHEN v_row.status = 'submitted' THEN 'submitted'
+        WHEN v_row.status = 'active' AND v_row.lease_live THEN 'canceled'
+        ELSE 'expired' END;
+    RETURN NEXT;
+END
+$fn$;
+
+-- Stores an answer exactly once and does everything that follows from it in the same
+-- transaction: the task is done, the payout line written (one per assignment, ever), the
+-- onboarding count moves, and then either the gold answer is scored (and the expert maybe
+-- paused) or the item's result is recomputed (agreement, adjudication, change feed).
+-- outcome: 'stored' | 'already' (a repeated submit: the first receipt) | 'not_found'
+--          | 'expired' (the lease ended or was taken over).
+-- opened: tasks this submit opened ([{skill, project_id, min_quality}]) for wake-up hints.
+CREATE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb)
+RETURNS TABLE (
+    outcome text, receipt_id uuid, submitted_at timestamptz, pay_cents integer,
+    project_id uuid, opened jsonb
+)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_found record;
+    v_task record;
+    v_current record;
+    v_stored record;
+    v_ctx record;
+BEGIN
+    opened := '[]';
+    {{ assignment_get(p_assignment) }} INTO v_found;
+    IF NOT FOUND OR v_found.expert_id <> p_expert THEN
+        outcome := 'not_found';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    project_id := v_found.project_id;
+    -- Task first, then assignment: the same lock order as the claim and the sweeper.
+    {{ task_lock(v_found.task_id) }} INTO v_task;
+    {{ assignment_lock(p_assignment) }} INTO v_current;
+    -- A repeated submit (or a racing one that got here first): the first receipt.
+    IF v_current.status = 'submitted' THEN
+        outcome := 'already';
+        receipt_id := v_current.receipt_id;
+        submitted_at := v_current.submitted_at;
+        pay_cents := v_current.pay_cents;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF v_current.status <> 'active' OR NOT v_current.lease_live
+       OR v_task.assignment_id IS DISTINCT FROM p_assignment THEN
+        outcome := 'expired';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents) }} INTO v_stored;
+    {{ task_done(v_found.task_id, p_assignment) }};
+    {{ payout_insert(p_assignment, p_expert, v_found.project_id, v_found.project_pay_cents) }};
+
+    {{ quality_submit_context(v_found.task_id) }} INTO v_ctx;
+    {{ expert_skill_task_done(p_expert, v_ctx.skill) }};
+    IF v_ctx.kind = 'gold' THEN
+        opened := taskroute_score_gold(
+            p_expert, v_ctx.skill,
+            taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field),
+            v_ctx.pause_min_gold, v_ctx.pause_below);
+    ELSE
+        opened := taskroute_resolve_item(v_ctx.item_id, false);
+    END IF;
+    outcome := 'stored';
+    receipt_id := v_stored.receipt_id;
+    submitted_at := v_stored.submitted_at;
+    pay_cents := v_stored.pay_cents;
+    RETURN NEXT;
+END
+$fn$;

@@ -1,0 +1,35 @@
+-- Eligibility: "may this expert take this task", written once. Spliced (queries.py) into every
+-- statement that asks it: task_claim (each probe), gold_claim (is there real work to mix gold
+-- into), assignment_heartbeat (hasHighPriorityTasks) and expert_skills_available (the
+-- subscription's catch-up). tests/test_eligibility.py feeds one world to all of them and
+-- checks that they agree.
+
+-- fragment: eligible_skills
+-- $1 expert_id, $2 skills to restrict to (text[]; NULL: every skill the expert holds).
+-- A row source: the skills the expert may claim in now, i.e. an active (not paused) skill of
+-- an active expert. Columns: skill, quality (what a task's min_quality is compared with),
+-- capabilities (the expert's tags), tasks_done (drives the onboarding gold share).
+SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+FROM expert_skills es
+JOIN experts e ON e.id = es.expert_id
+WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
+  AND ($2::text[] IS NULL OR es.skill = ANY ($2::text[]))
+
+-- fragment: task_eligible
+-- $1 alias of the task row, $2 alias of an eligible_skills row, $3 expert_id.
+-- The task is of that skill, asks no more quality than the expert has in it and no capability
+-- tag the expert lacks, belongs to an active project (not ingesting, not canceled), and is
+-- not an item the expert already holds or answered (redundancy needs independent experts).
+-- The caller states which rows it probes (status, and scope via task_in_scope): that picks
+-- the partial index. The project check is a scalar subquery, not EXISTS: as a semi-join the
+-- planner turned it into a walk over every active project's tasks instead of the probe.
+$1.skill = $2.skill AND $1.min_quality <= $2.quality
+AND ($1.required_caps = '{}' OR $1.required_caps <@ $2.capabilities)
+AND (SELECT p.status FROM projects p WHERE p.id = $1.project_id) = 'active'
+AND NOT EXISTS (SELECT 1 FROM assignments a
+                WHERE a.item_id = $1.item_id AND a.expert_id = $3
+                  AND a.status IN ('active', 'submitted'))
+
+-- fragment: task_in_scope
+-- $1 alias of the task row, $2 project_id the claim is scoped to (uuid; NULL: any project).
+($2::uuid IS NULL OR $1.project_id = $2::uuid)
