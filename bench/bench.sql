@@ -75,3 +75,17 @@ RETURNING id, payload;
 -- $1 task id, $2 answer (jsonb), $3 expert id. The seed's submit: one autocommit statement.
 UPDATE bare_tasks SET status = 'done', answer = $2
 WHERE id = $1 AND claimed_by = $3 AND status = 'claimed';
+
+-- name: bench_bare_experts
+-- No parameters. Who each pgbench client plays (bench/bare_cycle.pgbench).
+CREATE TABLE IF NOT EXISTS bare_experts (n integer PRIMARY KEY, expert uuid, skills text[]);
+
+-- name: bench_bare_experts_fill
+-- $1 client numbers, $2 expert ids, $3 their skills, comma-joined (parallel arrays).
+INSERT INTO bare_experts (n, expert, skills)
+SELECT u.n, u.expert, string_to_array(u.skills, ',')
+FROM unnest($1::int[], $2::uuid[], $3::text[]) AS u(n, expert, skills);
+
+-- name: bench_bare_done
+-- No parameters. Cycles completed on bare_tasks.
+SELECT count(*) FROM bare_tasks WHERE status = 'done';

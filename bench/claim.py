@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import random
+import re
 import secrets
 import shutil
 import socket
@@ -45,6 +46,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import asyncpg
 
@@ -59,7 +61,8 @@ from taskroute.db.queries import load  # noqa: E402
 from taskroute.errors import TaskrouteError  # noqa: E402
 from taskroute.resolvers import claims, payloads  # noqa: E402
 
-B = load(Path(__file__).resolve().parent)  # bench-only statements (bench/bench.sql)
+HERE = Path(__file__).resolve().parent
+B = load(HERE)  # bench-only statements (bench/bench.sql)
 # The server's TASKROUTE_POOL_TIMEOUT and the floor's Database timeout: the same wait policy.
 POOL_TIMEOUT = 30.0
 # One admin token for the server and the floor, so `authenticate` takes the same path in both
@@ -162,9 +165,12 @@ class Run:
     errors: int = 0
     note: str = ""  # printed under the line (the server's profile)
 
+    # set when the cycles are counted elsewhere (pgbench): no per-cycle latencies then
+    cycles: int | None = None
+
     @property
     def rate(self) -> float:
-        return len(self.latencies) / self.seconds
+        return (self.cycles if self.cycles is not None else len(self.latencies)) / self.seconds
 
     def pct(self, p: float) -> float:
         if not self.latencies:
@@ -244,6 +250,46 @@ async def bare_run(dsn: str, world: dict[str, Any], n: int, seconds: float, conn
         return await drive("bare", n, seconds, make_worker)
     finally:
         await pool.close()
+
+
+async def pgbench_run(
+    dsn: str, world: dict[str, Any], n: int, seconds: float, script: str, label: str
+) -> Run:
+    """The seed's cycle driven by pgbench (a C client: what the issue's 5,250 cycles/s
+    baseline was measured with), on the same `bare_tasks`. Cycles are counted in the table
+    (tasks done), since empty claims also count as pgbench transactions."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(B["bench_bare_experts"])
+        clients = list(range(n))
+        await conn.execute(
+            B["bench_bare_experts_fill"],
+            clients,
+            [world["experts"][i] for i in clients],
+            [",".join(world["skills_of"][i]) for i in clients],
+        )
+        before = await conn.fetchval(B["bench_bare_done"])
+        url = urlparse(dsn)
+        cmd = [
+            "pgbench", "-n", "-M", "prepared", "-c", str(n), "-j", str(min(n, 2)),
+            "-T", str(max(1, round(seconds))), "-f", str(HERE / script),
+            "-h", url.hostname or "127.0.0.1", "-p", str(url.port or 5432),
+            "-U", url.username or "postgres", url.path.lstrip("/"),
+        ]  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await proc.communicate()
+        text = out.decode(errors="replace")
+        if proc.returncode != 0:
+            raise RuntimeError(f"pgbench failed ({proc.returncode}): {text[-3000:]}")
+        done = await conn.fetchval(B["bench_bare_done"]) - before
+    finally:
+        await conn.close()
+    run = Run(label, n, max(1, round(seconds)), cycles=done)
+    latency = re.search(r"latency average = ([0-9.]+) ms", text)
+    run.note = f"  pgbench: latency average {latency.group(1) if latency else '?'} ms per cycle"
+    return run
 
 
 def configure_payload_urls() -> None:
@@ -559,12 +605,15 @@ async def fresh_copy(admin: str, template: str) -> AsyncIterator[str]:
 
 # --- main ----------------------------------------------------------------------------------
 
-LABELS = ("bare", "floor", "graphql", "rest")
+LABELS = ("pgbench", "pgbench1", "bare", "floor", "graphql", "rest")
+PGBENCH_SCRIPTS = {"pgbench": "bare_cycle.pgbench", "pgbench1": "bare_cycle_one_skill.pgbench"}
 
 
 async def measure(
     label: str, dsn: str, world: dict[str, Any], n: int, args: argparse.Namespace
 ) -> Run:
+    if label in PGBENCH_SCRIPTS:
+        return await pgbench_run(dsn, world, n, args.seconds, PGBENCH_SCRIPTS[label], label)
     if label == "bare":
         return await bare_run(dsn, world, n, args.seconds, args.pool_max)
     if label == "floor":
@@ -573,12 +622,17 @@ async def measure(
 
 
 def print_ratios(results: dict[tuple[str, int], Run], ns: list[int]) -> None:
-    print("\n# ratios (cycles/s): service/bare, service/floor, floor/bare")
+    print("\n# ratios (cycles/s): service/pgbench, service/bare, service/floor, floor/bare")
     for n in ns:
-        rate = {label: results[(label, n)].rate for label in LABELS}
-        pairs = [("graphql", "bare"), ("rest", "bare"), ("graphql", "floor"), ("rest", "floor")]
-        pairs.append(("floor", "bare"))
-        cells = [f"{a}/{b} {rate[a] / rate[b] if rate[b] else float('nan'):.2f}" for a, b in pairs]
+        rate = {label: run.rate for (label, at), run in results.items() if at == n}
+        pairs = [("graphql", "pgbench"), ("rest", "pgbench"), ("graphql", "bare"), ("rest", "bare")]
+        pairs += [("graphql", "floor"), ("rest", "floor"), ("floor", "bare"), ("bare", "pgbench")]
+        pairs += [("graphql", "pgbench1"), ("rest", "pgbench1")]
+        cells = [
+            f"{a}/{b} {rate[a] / rate[b] if rate[b] else float('nan'):.2f}"
+            for a, b in pairs
+            if a in rate and b in rate
+        ]
         print(f"N={n:<3} " + "  ".join(cells))
 
 
@@ -636,7 +690,7 @@ async def main(args: argparse.Namespace) -> None:
             f"the seeded database; server workers {args.workers}, pool max {args.pool_max}"
         )
         results: dict[tuple[str, int], Run] = {}
-        for label in LABELS:
+        for label in args.labels.split(","):
             for n in ns:
                 async with fresh_copy(args.pg, template) as copy:
                     run = await measure(label, copy, world, n, args)
@@ -664,6 +718,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--skills", type=int, default=200)
     p.add_argument("--experts", type=int, default=3000)
     p.add_argument("--n", default="1,16,64", help="concurrency levels")
+    p.add_argument("--labels", default=",".join(LABELS), help="phases to run, in this order")
     p.add_argument("--seconds", type=float, default=10.0, help="per measurement")
     p.add_argument("--workers", type=int, default=1, help="taskroute serve --workers")
     p.add_argument(
