@@ -105,6 +105,7 @@ async def insert_project(
         spec.min_quality,
         spec.redundancy,
         spec.max_retries,
+        spec.heartbeat_timeout_seconds,
     )
     assert project is not None
     return project

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
@@ -18,13 +19,17 @@ log = logging.getLogger(__name__)
 SWEEP_LOCK_KEY = 0x7A5C0002
 
 
-async def sweep_once(db: Database) -> int:
-    """Release expired leases if no other process is sweeping; return how many."""
+async def sweep_once(db: Database, clock: datetime | None = None) -> int:
+    """Release expired leases if no other process is sweeping; return how many.
+
+    `clock` (default: the database's now()) decides who counts as silent, so a simulator can
+    sweep on simulated time."""
     async with db.transaction() as conn:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], SWEEP_LOCK_KEY):
             return 0
-        # Leases of experts gone longer than the lease end now; the release below returns them.
-        await conn.fetch(Q["leases_expire_absent"])
+        # Claims of experts silent past the project's heartbeat timeout end now, while their
+        # lease may run for long after; the release below returns them (an attempt, a wake-up).
+        await conn.fetch(Q["leases_expire_absent"], clock)
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
         await notify.leases_released(conn, released)
     metrics.count_expired(released)

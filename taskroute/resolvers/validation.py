@@ -43,6 +43,8 @@ class ProjectSpec:
     min_quality: float = 0.0
     redundancy: int = 1
     max_retries: int = 3
+    # seconds of silence (no claim, no heartbeat) before a claim returns to the pool
+    heartbeat_timeout_seconds: int = 300
     tasks: list[TaskSpec] = field(default_factory=list)
 
 
@@ -263,6 +265,7 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         "min_quality",
         "redundancy",
         "max_retries",
+        "heartbeat_timeout_seconds",
         "tasks",
         "priority_class",
     }
@@ -278,6 +281,9 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         min_quality=number(raw.get("min_quality", 0.0), "min_quality", 0.0, 1.0),
         redundancy=integer(raw.get("redundancy", 1), "redundancy", 1, 5),
         max_retries=integer(raw.get("max_retries", 3), "max_retries", 0, 100),
+        heartbeat_timeout_seconds=integer(
+            raw.get("heartbeat_timeout_seconds", 300), "heartbeat_timeout_seconds", 1, 7 * 86400
+        ),
         tasks=task_specs(raw.get("tasks", []), max_tasks, max_payload_bytes),
     )
 

@@ -42,6 +42,9 @@ class CreateProjectInput:
     min_quality: float = 0.0
     redundancy: int = 1
     max_retries: int = 3
+    # silence (no claim, no heartbeat) after which a claim returns to the pool; capped by
+    # the lease. Clients should heartbeat well within it (a third of it, say).
+    heartbeat_timeout_seconds: int = 300
 
 
 def _fields(value: Any) -> dict[str, Any]:

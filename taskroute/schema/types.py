@@ -121,6 +121,7 @@ class Project:
     priority: int
     deadline: datetime | None
     lease_seconds: int
+    heartbeat_timeout_seconds: int
     pay_cents: int
     min_quality: float
     redundancy: int
@@ -135,6 +136,7 @@ class Project:
             priority=row["priority"],
             deadline=row["deadline"],
             lease_seconds=row["lease_seconds"],
+            heartbeat_timeout_seconds=row["heartbeat_timeout_seconds"],
             pay_cents=row["pay_cents"],
             min_quality=row["min_quality"],
             redundancy=row["redundancy"],

@@ -2,10 +2,10 @@
 
 -- name: project_insert
 -- $1 customer_id, $2 name, $3 status, $4 priority, $5 deadline, $6 lease_seconds,
--- $7 pay_cents, $8 min_quality, $9 redundancy, $10 max_retries
+-- $7 pay_cents, $8 min_quality, $9 redundancy, $10 max_retries, $11 heartbeat_timeout_seconds
 INSERT INTO projects (customer_id, name, status, priority, deadline, lease_seconds,
-                      pay_cents, min_quality, redundancy, max_retries)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                      pay_cents, min_quality, redundancy, max_retries, heartbeat_timeout_seconds)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING *;
 
 -- name: project_get

@@ -150,26 +150,31 @@ upserted AS (
 DELETE FROM skill_scarcity s WHERE NOT EXISTS (SELECT 1 FROM measured m WHERE m.skill = s.skill);
 
 -- name: leases_expire_absent
--- No parameters. Experts gone longer than their lease (last_seen_at older than the project's
--- lease_seconds) lose their live lease now: both rows get lease_until in the past, so the
--- leases_release_expired that follows in the same transaction returns the task to the pool.
+-- $1 clock (NULL: now()). Experts silent (no claim, no heartbeat: last_seen_at) for longer than
+-- the project's heartbeat timeout lose their live lease now, however long the lease still
+-- runs: both rows get lease_until in the past, so the leases_release_expired that follows in
+-- the same transaction returns the task to the pool (an attempt, and a wake-up). The timeout
+-- is capped by the lease length: the lease stays the upper bound on one task. The cut is at
+-- the earlier of the clock and now(), so the real-time release below sees it expired.
 -- Task rows first, then assignments (the lock order).
-WITH gone AS (
+WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now_),
+gone AS (
     SELECT t.id, t.assignment_id
-    FROM tasks t
+    FROM clock, tasks t
     JOIN assignments a ON a.id = t.assignment_id
     JOIN experts e ON e.id = a.expert_id
     JOIN projects p ON p.id = t.project_id
-    WHERE t.status = 'claimed' AND t.lease_until >= now() AND a.status = 'active'
-      AND coalesce(e.last_seen_at, a.claimed_at) < now() - make_interval(secs => p.lease_seconds)
+    WHERE t.status = 'claimed' AND t.lease_until >= clock.now_ AND a.status = 'active'
+      AND greatest(e.last_seen_at, a.claimed_at) < clock.now_
+          - make_interval(secs => least(p.heartbeat_timeout_seconds, p.lease_seconds))
     FOR UPDATE OF t SKIP LOCKED
 ),
 cut AS (
-    UPDATE tasks t SET lease_until = now() - interval '1 microsecond'
-    FROM gone g WHERE t.id = g.id
-    RETURNING t.assignment_id
+    UPDATE tasks t SET lease_until = least(clock.now_, now()) - interval '1 microsecond'
+    FROM gone g, clock WHERE t.id = g.id
+    RETURNING t.assignment_id, t.lease_until
 )
-UPDATE assignments a SET lease_until = now() - interval '1 microsecond'
+UPDATE assignments a SET lease_until = c.lease_until
 FROM cut c WHERE a.id = c.assignment_id
 RETURNING a.id;
 
