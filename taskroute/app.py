@@ -34,6 +34,7 @@ from taskroute.resolvers import batches
 from taskroute.resolvers.alerts import run_alerts
 from taskroute.resolvers.routing import RoutingPolicy, run_routing
 from taskroute.resolvers.sweeper import run_sweeper
+from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
 
@@ -57,13 +58,15 @@ class GraphQLApp(SpecGraphQL):
                 )
             context.authorization = header
         try:
-            await context.viewer()
+            viewer = await context.viewer()
         except Unavailable:
             # The database is busy, not the credential wrong: accept, and authenticate again
             # when an operation starts (it then fails with UNAVAILABLE if still busy).
             return UNSET
         except TaskrouteError as exc:
             raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
+        # closed (4403) when the token is revoked, expires, or its expert is deactivated
+        watch_websocket(context, viewer)
         return UNSET
 
 

@@ -6,12 +6,13 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import NotFound, Unauthenticated
+from taskroute.errors import Forbidden, NotFound, Unauthenticated
 
 if TYPE_CHECKING:
     from taskroute.credential_cache import CredentialCache
@@ -19,20 +20,69 @@ if TYPE_CHECKING:
 Role = Literal["admin", "customer", "expert"]
 
 
+class CustomerScope(UUID):
+    """A customer id (what `customer_scope()` returns) that may carry the one project a
+    project-limited token is confined to; `get_project` refuses every other project."""
+
+    project_id: UUID | None
+
+    def __init__(self, customer_id: UUID, project_id: UUID | None) -> None:
+        super().__init__(int=customer_id.int)
+        object.__setattr__(self, "project_id", project_id)
+
+
+def project_allowed(customer_scope: UUID | None, project_id: UUID) -> bool:
+    """False when `customer_scope` comes from a token limited to another project."""
+    limit = getattr(customer_scope, "project_id", None)
+    return limit is None or limit == project_id
+
+
 @dataclass(frozen=True)
 class Viewer:
     role: Role
     customer_id: UUID | None = None
     expert_id: UUID | None = None
+    # None: the configured admin token (held in memory, not a stored credential)
+    credential_id: UUID | None = None
+    # scoped tokens: reads only; a customer token limited to one project
+    read_only: bool = False
+    project_id: UUID | None = None
+    expires_at: datetime | None = None
+
+    @classmethod
+    def of(cls, row: Any) -> Viewer:
+        return cls(
+            row["role"],
+            row["customer_id"],
+            row["expert_id"],
+            row["id"],
+            row["read_only"],
+            row["project_id"],
+            row["expires_at"],
+        )
+
+    def expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or datetime.now(UTC))
+
+    @property
+    def actor(self) -> str:
+        """Who this is, in the admin audit."""
+        if self.credential_id is None:
+            return "admin-token"
+        return f"credential:{self.credential_id}"
 
     def require_admin(self) -> None:
         if self.role != "admin":
             raise NotFound("no such operation for this credential")
 
     def require_customer(self) -> UUID:
+        """The customer, for what acts on the whole account (create a project, list every
+        project's lines): refused to a token limited to one project."""
         # Answer as not found, never as forbidden-with-details.
         if self.role != "customer" or self.customer_id is None:
             raise NotFound("only customers can do this")
+        if self.project_id is not None:
+            raise Forbidden("this token is limited to one project", project_id=str(self.project_id))
         return self.customer_id
 
     def require_expert(self) -> UUID:
@@ -40,11 +90,19 @@ class Viewer:
             raise NotFound("only experts can do this")
         return self.expert_id
 
+    def require_write(self) -> None:
+        if self.read_only:
+            raise Forbidden("this token is read-only")
+
     def customer_scope(self) -> UUID | None:
         """The customer whose projects this viewer may see; None means all (admin)."""
         if self.role == "admin":
             return None
-        return self.require_customer()
+        if self.role != "customer" or self.customer_id is None:
+            raise NotFound("only customers can do this")
+        if self.project_id is not None:
+            return CustomerScope(self.customer_id, self.project_id)
+        return self.customer_id
 
 
 def new_token(prefix: str) -> str:
@@ -82,14 +140,23 @@ async def authenticate(
         return Viewer("admin")
     token_hash = hash_token(token)
 
-    async def load() -> Viewer | None:
-        row = await db.fetchrow(Q["credential_lookup"], token_hash)
-        return None if row is None else Viewer(row["role"], row["customer_id"], row["expert_id"])
-
-    viewer = await (load() if cache is None else cache.lookup(token_hash, load))
-    if viewer is None:
-        raise Unauthenticated("unknown or revoked token")
+    viewer = await (
+        load_viewer(db, token_hash)
+        if cache is None
+        else cache.lookup(token_hash, lambda: load_viewer(db, token_hash))
+    )
+    if viewer is None or viewer.expired():
+        raise Unauthenticated("unknown, revoked or expired token")
+    if cache is not None:
+        cache.usage.note(db, viewer.credential_id)
     return viewer
+
+
+async def load_viewer(db: Database, token_hash: bytes) -> Viewer | None:
+    """The stored credential's viewer (None: unknown, revoked, expired, or a disabled expert's).
+    Records its last use when that is over a minute old."""
+    row = await db.fetchrow(Q["credential_lookup"], token_hash)
+    return None if row is None else Viewer.of(row)
 
 
 def parse_id(raw: str, what: str = "object") -> UUID:

@@ -160,11 +160,10 @@ async def test_revocation_reaches_every_process_within_a_second(
 async def test_disabled_expert_looks_the_same_cached_or_not(
     api: Api, database_url: str, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
-    """Authentication is about the credential: a disabled expert's token still
-    authenticates (as it always has); what the expert may do is decided from experts.status
-    where it matters (a claim hands out nothing, not even the held task). The cached process
-    (`api`) must answer exactly as a process without the cache, before and after the change;
-    and the status change drops the expert's cached credentials all the same."""
+    """A disabled (deactivated) expert's token stops authenticating (issue 18; it used to
+    authenticate and claim nothing). The cached process (`api`) must answer exactly as a
+    process without the cache, before and after the change; the status change drops the
+    expert's cached credentials."""
     uncached = ServeProcess(
         database_url, tmp_path / "uncached.log", TASKROUTE_CREDENTIAL_CACHE_SIZE="0"
     )
@@ -213,10 +212,10 @@ async def test_disabled_expert_looks_the_same_cached_or_not(
                 cached = await answers(api)
                 assert cached == await answers(plain)
             balance, claimed, rest_status, heartbeat_status = cached
-            assert balance["data"]["expertBalance"]["expertId"] == expert["id"]
-            assert claimed == {"data": {"claimNextTask": None}}
-            assert rest_status == 204 and heartbeat_status == 200
-            assert (await cache_stats(api))["entries"] == 2
+            assert balance["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+            assert claimed["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+            assert rest_status == 401 and heartbeat_status == 401
+            assert (await cache_stats(api))["entries"] == 1  # refusals are never cached
 
             await set_status("active")
             cached = await answers(api)

@@ -134,6 +134,8 @@ async def audit_page(
         after_seq = int(after)
     else:
         raise BadInput("after must be a cursor returned by auditLog", field="after")
+    # a token limited to one project reads that project's log only
+    project_id = project_id or getattr(customer_scope, "project_id", None)
     if project_id is not None:
         await projects.get_project(services.db, project_id, customer_scope)
     rows = await services.db.fetch(

@@ -51,6 +51,9 @@ async def projects_page(
     first = v.integer(first, "first", 1, PAGE_MAX)
     at, pid = decode_cursor(after)
     rows = await db.fetch(Q["projects_page"], customer_scope, status, at, pid, first + 1)
+    limit = getattr(customer_scope, "project_id", None)
+    if limit is not None:  # a token limited to one project lists that one only
+        return ProjectPage([r for r in rows[:first] if r["id"] == limit], False)
     return ProjectPage(rows[:first], len(rows) > first)
 
 

@@ -10,6 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
+from taskroute.auth import project_allowed
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound
@@ -124,7 +125,8 @@ async def create_project(
 
 async def get_project(db: Reader, project_id: UUID, customer_scope: UUID | None) -> asyncpg.Record:
     row = await db.fetchrow(Q["project_get"], project_id, customer_scope)
-    if row is None:
+    # a token limited to one project finds no other (auth.CustomerScope)
+    if row is None or not project_allowed(customer_scope, project_id):
         raise NotFound("no such project")
     return row
 

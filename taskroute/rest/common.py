@@ -26,9 +26,12 @@ def services(request: Request) -> Services:
 
 async def viewer(request: Request) -> Viewer:
     s = services(request)
-    return await authenticate(
+    who = await authenticate(
         s.db, s.settings.admin_token, request.headers.get("authorization"), cache=s.credentials
     )
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
+        who.require_write()  # read-only tokens (dashboards) never change anything
+    return who
 
 
 async def json_body(request: Request, required: bool = True) -> Any:

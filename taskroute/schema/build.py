@@ -7,6 +7,7 @@ from strawberry.extensions import MaxTokensLimiter, ParserCache, ValidationCache
 from strawberry.extensions.disable_introspection import DisableIntrospection
 from strawberry.tools import merge_types
 
+from .accounts import AccountsMutation, AccountsQuery, AdminMutationAudit, ScopedTokens
 from .batches import BatchesMutation, BatchesQuery
 from .core_mutation import CoreMutation
 from .core_query import CoreQuery
@@ -28,6 +29,7 @@ QUERIES: tuple[type, ...] = (
     LedgerQuery,
     CustomerViewsQuery,
     RoutingQuery,
+    AccountsQuery,
 )
 MUTATIONS: tuple[type, ...] = (
     CoreMutation,
@@ -35,6 +37,7 @@ MUTATIONS: tuple[type, ...] = (
     QualityMutation,
     ForecastMutation,
     LedgerMutation,
+    AccountsMutation,
 )
 SUBSCRIPTIONS: tuple[type, ...] = (RealtimeSubscription, ForecastSubscription)
 
@@ -44,6 +47,9 @@ __all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "build_schema"]
 def build_schema(introspection: bool = True) -> strawberry.Schema:
     extensions: list = [
         ErrorCodes,
+        # scoped tokens: a read-only token is refused every mutation (schema/accounts.py)
+        ScopedTokens,
+        AdminMutationAudit,
         ParserCache,
         ValidationCache,
         # Depth and alias rules made once, so ValidationCache hits (see limits.py).

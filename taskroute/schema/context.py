@@ -30,6 +30,8 @@ class Context:
     response: Any = None
     # WebSocket `connection_init` payload (strawberry sets it; read in `on_ws_connect`)
     connection_params: Any = None
+    # a mutation is running (set by schema.accounts.ScopedTokens): read-only tokens refused
+    writing: bool = False
     _viewer: Viewer | None = None
 
     @property
@@ -48,4 +50,6 @@ class Context:
                 self.authorization,
                 cache=self.services.credentials,
             )
+        if self.writing:
+            self._viewer.require_write()
         return self._viewer
