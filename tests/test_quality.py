@@ -229,6 +229,8 @@ async def test_bad_expert_paused_retracted_relabelled_and_change_feed(
         project_id,
         goldRatio=0.5,
         explorationTasks=0,
+        # the rule before issue 15 (still selectable): paused on the 4th gold answer exactly
+        pauseRule="fixed",
         pauseMinGold=4,
         pauseBelow=0.5,
         goldMaxExposures=10,

@@ -33,6 +33,7 @@ admin and customer paths around them.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -197,6 +198,18 @@ POLICY_FIELDS: dict[str, tuple[str, float, float]] = {
     "adjudication_min_quality": ("number", 0.0, 1.0),
     "pause_min_gold": ("integer", 1, 100_000),
     "pause_below": ("number", 0.0, 1.0),
+    "trusted_accuracy": ("number", 0.01, 0.99),
+    "pause_risk": ("number", 1e-9, 0.5),
+    "suspect_gold_ratio": ("number", 0.0, 1.0),
+    "proven_gold_ratio": ("number", 0.0, 1.0),
+    "answer_choices": ("integer", 2, 1_000_000),
+    "confidence_threshold": ("number", 0.5, 0.999999),
+    # 0 turns dynamic overlap off (stored as NULL: every item gets all redundancy slots)
+    "min_answers": ("integer", 0, 5),
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "pause_rule": ("sequential", "fixed"),
+    "resolution": ("majority", "weighted"),
 }
 
 
@@ -209,7 +222,7 @@ async def get_policy(db: Database, project_id: UUID) -> asyncpg.Record:
 async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asyncpg.Record:
     """Partial update: fields left out keep their value; `answer_field: null` is left alone,
     `answer_field: ""` compares whole answers again."""
-    unknown = set(raw) - set(POLICY_FIELDS) - {"answer_field", "adjudicate"}
+    unknown = set(raw) - set(POLICY_FIELDS) - set(CHOICES) - {"answer_field", "adjudicate"}
     if unknown:
         raise BadInput(f"unknown fields: {sorted(unknown)}")
     checked: dict[str, Any] = {}
@@ -220,6 +233,14 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
             checked[name] = v.integer(raw[name], name, int(lo), int(hi))
         else:
             checked[name] = v.number(raw[name], name, lo, hi)
+    for name, allowed in CHOICES.items():
+        if raw.get(name) is None:
+            continue
+        if raw[name] not in allowed:
+            raise BadInput(f"{name} must be one of {', '.join(allowed)}", field=name)
+        checked[name] = raw[name]
+    if checked.get("min_answers") == 0:
+        checked["min_answers"] = None
     if raw.get("adjudicate") is not None:
         if not isinstance(raw["adjudicate"], bool):
             raise BadInput("adjudicate must be true or false", field="adjudicate")
@@ -232,6 +253,11 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
     async with db.transaction() as conn:
         current = dict(await conn.fetchrow(Q["quality_policy_get"], project_id) or {})
         merged = {**current, **checked}
+        if merged["trusted_accuracy"] <= merged["pause_below"] + 1e-6:
+            raise BadInput(
+                "trusted_accuracy must be above pause_below (the test tells the two apart)",
+                field="trusted_accuracy",
+            )
         return await conn.fetchrow(
             Q["quality_policy_set"],
             project_id,
@@ -246,6 +272,15 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
             merged["pause_min_gold"],
             merged["pause_below"],
             merged["adjudicate"],
+            merged["pause_rule"],
+            merged["trusted_accuracy"],
+            merged["pause_risk"],
+            merged["suspect_gold_ratio"],
+            merged["proven_gold_ratio"],
+            merged["resolution"],
+            merged["answer_choices"],
+            merged["confidence_threshold"],
+            merged["min_answers"],
         )
 
 
@@ -345,11 +380,70 @@ async def prior_answers(db: Database, expert_id: UUID, task_id: UUID) -> list[An
     return [r["answer"] for r in rows]
 
 
+def evidence_ratio(llr: float | None) -> float | None:
+    """The pause test's evidence as a plain ratio (capped where a float ends)."""
+    return None if llr is None else math.exp(min(llr, 700.0))
+
+
+def describe_rules(p: Any) -> list[str]:
+    """The project's quality rules as built, in words a customer can follow."""
+    rules = [
+        f"Gold: about {p['gold_ratio']:.0%} of an expert's tasks are gold questions with a known "
+        f"answer ({p['exploration_gold_ratio']:.0%} during their first "
+        f"{p['exploration_tasks']} tasks of a skill); experts cannot tell them apart."
+    ]
+    if p["pause_rule"] == "sequential":
+        rules.append(
+            f"Pausing: after each gold answer we weigh how much likelier the expert's gold "
+            f"answers since their last unpause are from someone right less than "
+            f"{p['pause_below']:.0%} of the time than from someone right "
+            f"{p['trusted_accuracy']:.0%} of the time. At {1 / p['pause_risk']:.0f} times "
+            f"likelier (and at least "
+            f"{p['pause_min_gold']} gold answers) the expert is paused for that skill. An expert "
+            f"right {p['trusted_accuracy']:.0%} of the time or more is paused with a chance of at "
+            f"most {p['pause_risk']:.2%}, however long they work. While the evidence leans "
+            f"against an expert they get {p['suspect_gold_ratio']:.0%} gold, so the question "
+            f"is settled sooner; experts proven good get {p['proven_gold_ratio']:.0%}. Only an "
+            f"admin unpauses."
+        )
+    else:
+        rules.append(
+            f"Pausing: an expert is paused for a skill once they have at least "
+            f"{p['pause_min_gold']} gold answers and their estimated accuracy is below "
+            f"{p['pause_below']:.0%}. Only an admin unpauses."
+        )
+    if p["resolution"] == "weighted":
+        overlap = (
+            f"Each item starts with {p['min_answers']} answers and gets one more at a time "
+            f"while it is not confident, up to the project's redundancy."
+            if p["min_answers"] is not None
+            else "Every item collects the project's redundancy in answers."
+        )
+        rules.append(
+            f"Results: each answer counts in proportion to how reliable its expert measured on "
+            f"gold (log-odds of their accuracy, assuming {p['answer_choices']} possible "
+            f"answers). An item resolves once its best answer is at least "
+            f"{p['confidence_threshold']:.1%} likely. {overlap} Agreement still shows the share "
+            f"of answers that match the result."
+        )
+    else:
+        rules.append(
+            f"Results: an item resolves when at least {p['agreement_threshold']:.0%} of its "
+            f"answers agree."
+        )
+    if p["adjudicate"]:
+        rules.append("Otherwise a more experienced expert adjudicates (method 'adjudicated').")
+    else:
+        rules.append("Otherwise the best-supported answer is taken (a 'plurality' method).")
+    return rules
+
+
 async def report(db: Database, project_id: UUID) -> dict[str, Any]:
     async with db.connection() as conn:
         policy = await conn.fetchrow(Q["quality_policy_get"], project_id)
         counts = await conn.fetchrow(Q["project_result_counts"], project_id)
         answers = await conn.fetch(Q["project_answers_for_report"], project_id)
+        evidence = await conn.fetch(Q["project_expert_evidence"], project_id)
     assert policy is not None and counts is not None
     units: dict[UUID, list[str]] = {}
     for r in answers:
@@ -359,4 +453,16 @@ async def report(db: Database, project_id: UUID) -> dict[str, Any]:
     return {
         **dict(counts),
         "krippendorff_alpha": krippendorff_alpha_nominal(list(units.values())),
+        "rules": describe_rules(policy),
+        "experts": [
+            {
+                "skill": r["skill"],
+                "status": r["status"],
+                "gold_seen": r["gold_seen"],
+                "gold_correct": r["gold_correct"],
+                "gold_since_unpause": r["gold_since_unpause"],
+                "pause_evidence": evidence_ratio(r["pause_llr"]),
+            }
+            for r in evidence
+        ],
     }

@@ -30,6 +30,7 @@ def _result_line(r: Any) -> str:
         "answers": r["answers"],
         "method": r["method"],
         "version": r["version"],
+        "confidence": r["confidence"],
         "updated_at": r["updated_at"].isoformat(),
     }
     return json.dumps(row, separators=(",", ":")) + "\n"
@@ -87,7 +88,9 @@ async def result_changes(request: Request) -> Response:
 
 
 def _policy_json(row: Any) -> dict[str, Any]:
-    return {k: row[k] for k in (*quality.POLICY_FIELDS, "answer_field", "adjudicate")}
+    return {
+        k: row[k] for k in (*quality.POLICY_FIELDS, *quality.CHOICES, "answer_field", "adjudicate")
+    }
 
 
 async def get_policy(request: Request) -> Response:

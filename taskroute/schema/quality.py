@@ -31,6 +31,18 @@ class QualityPolicy:
     pause_min_gold: int
     pause_below: float
     adjudicate: bool
+    # 'sequential' (the pause test, see the README) | 'fixed' (min gold + estimate below bar)
+    pause_rule: str
+    trusted_accuracy: float
+    pause_risk: float
+    suspect_gold_ratio: float
+    proven_gold_ratio: float
+    # 'majority' | 'weighted' (answers weighted by each expert's measured accuracy)
+    resolution: str
+    answer_choices: int
+    confidence_threshold: float
+    # dynamic overlap (weighted): answers each item starts with; null: all redundancy slots
+    min_answers: int | None
 
     @classmethod
     def of(cls, row: Any) -> QualityPolicy:
@@ -51,6 +63,16 @@ class QualityPolicyInput:
     pause_min_gold: int | None = None
     pause_below: float | None = None
     adjudicate: bool | None = None
+    pause_rule: str | None = None
+    trusted_accuracy: float | None = None
+    pause_risk: float | None = None
+    suspect_gold_ratio: float | None = None
+    proven_gold_ratio: float | None = None
+    resolution: str | None = None
+    answer_choices: int | None = None
+    confidence_threshold: float | None = None
+    # 0 turns dynamic overlap off
+    min_answers: int | None = None
 
 
 @strawberry.type
@@ -70,8 +92,11 @@ class ItemResult:
     answer: JSON | None
     agreement: float | None
     answers: int
+    # 'majority' | 'plurality' | 'adjudicated' | 'weighted' | 'weighted-plurality'
     method: str | None
     version: int
+    # the weighted rule's probability of the answer (null under the majority rule)
+    confidence: float | None
     updated_at: datetime
 
     @classmethod
@@ -84,6 +109,7 @@ class ItemResult:
             answers=r["answers"],
             method=r["method"],
             version=r["version"],
+            confidence=r["confidence"],
             updated_at=r["updated_at"],
         )
 
@@ -117,13 +143,37 @@ class ResultChangePage:
 
 
 @strawberry.type
+class ExpertEvidence:
+    """One expert's standing in a skill, anonymous: what the pause and weighting rules saw."""
+
+    skill: str
+    status: str
+    gold_seen: int
+    gold_correct: int
+    gold_since_unpause: int
+    # how many times likelier the gold answers since the last unpause are from an expert below
+    # the bar than from a trusted one (the pause test; pausing needs 1 / pauseRisk)
+    pause_evidence: float | None
+
+
+@strawberry.type
 class QualityReport:
     resolved: int
     adjudicated: int
     adjudicating: int
     pending: int
     mean_agreement: float | None
+    mean_confidence: float | None
+    # answers per resolved item (dynamic overlap lowers it)
+    answers_per_item: float | None
     krippendorff_alpha: float | None
+    # the project's rules as built, in plain words
+    rules: list[str]
+    experts: list[ExpertEvidence]
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> QualityReport:
+        return cls(**{**r, "experts": [ExpertEvidence(**e) for e in r["experts"]]})
 
 
 @strawberry.type
@@ -136,10 +186,13 @@ class ExpertSkill:
     gold_seen: int
     gold_correct: int
     tasks_done: int
+    # the pause test's evidence (see ExpertEvidence.pauseEvidence); 1.0 before any gold
+    pause_evidence: float | None
 
     @classmethod
     def of(cls, r: Any) -> ExpertSkill:
-        return cls(**{f: r[f] for f in cls.__annotations__})
+        fields = {f: r[f] for f in cls.__annotations__ if f != "pause_evidence"}
+        return cls(**fields, pause_evidence=quality.evidence_ratio(r["pause_llr"]))
 
 
 @strawberry.type
@@ -204,7 +257,7 @@ class QualityQuery:
     @strawberry.field
     async def quality_report(self, info: Info, project_id: strawberry.ID) -> QualityReport:
         project = await _project(info, project_id)
-        return QualityReport(**await quality.report(info.context.db, project["id"]))
+        return QualityReport.of(await quality.report(info.context.db, project["id"]))
 
     @strawberry.field
     async def expert_skills(self, info: Info, expert_id: strawberry.ID) -> list[ExpertSkill]:

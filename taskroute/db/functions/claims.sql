@@ -174,7 +174,7 @@ BEGIN
         opened := taskroute_score_gold(
             p_expert, v_ctx.skill,
             taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field),
-            v_ctx.pause_min_gold, v_ctx.pause_below);
+            v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);
     END IF;

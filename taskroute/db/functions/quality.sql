@@ -46,27 +46,75 @@ BEGIN
 END
 $fn$;
 
--- Scores a gold answer: the (expert, skill) estimate moves, and the skill is paused once the
--- rule says so. Returns the tasks the pause reopened ('[]' if none).
+-- The pause test's evidence: ln of how much likelier `p_correct` right and `p_wrong` wrong
+-- gold answers are from an expert whose accuracy is below `p_bar` (a mixture: 64 accuracies
+-- evenly spread over [0, bar], equally likely) than from one at `p_trusted`. For an expert at
+-- or above p_trusted the ratio is a non-negative supermartingale, so by Ville's inequality the
+-- chance that it EVER reaches 1 / risk is at most risk, however many gold answers they give
+-- (checked after each one: a sequential test, not a fixed sample). Log-sum-exp keeps it finite.
+-- NULL when the bar is 0 (nothing can be below it).
+CREATE FUNCTION taskroute_pause_llr(
+    p_correct integer, p_wrong integer, p_bar float8, p_trusted float8
+) RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    WITH t AS (
+        SELECT p_correct * ln(g.p / p_trusted) + p_wrong * ln((1 - g.p) / (1 - p_trusted)) AS v
+        FROM (SELECT p_bar * (i - 0.5) / 64 AS p FROM generate_series(1, 64) i) g
+        WHERE p_bar > 0
+    )
+    SELECT m.top + ln(avg(exp(greatest(t.v - m.top, -700))))
+    FROM t, (SELECT max(v) AS top FROM t) m
+    GROUP BY m.top
+$$;
+
+-- Scores a gold answer: the (expert, skill) estimate and pause evidence move, and the skill is
+-- paused once the project's rule says so (the project the gold item belongs to).
+-- 'sequential': at least pause_min_gold gold answers since the last unpause and evidence
+-- >= ln(1 / pause_risk). 'fixed' (the rule before issue 15): at least pause_min_gold gold
+-- answers and a Beta mean below pause_below. Returns the tasks the pause reopened ('[]').
 CREATE FUNCTION taskroute_score_gold(
-    p_expert uuid, p_skill text, p_correct boolean, p_pause_min_gold integer,
-    p_pause_below real
+    p_expert uuid, p_skill text, p_correct boolean, p_project uuid
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
+    q record;
     v_rec record;
+    v_seen integer;
+    v_reason text;
 BEGIN
-    {{ expert_skill_gold_score(p_expert, p_skill, p_correct) }} INTO v_rec;
-    IF NOT FOUND OR v_rec.status <> 'active'
-       OR v_rec.gold_seen - v_rec.pause_check_from < p_pause_min_gold
-       -- real columns against float8 literals: 0.5 is stored as 0.5000000xx
-       OR v_rec.quality >= p_pause_below - 1e-6 THEN
+    {{ quality_policy_get(p_project) }} INTO q;
+    {{ expert_skill_gold_score(p_expert, p_skill, p_correct, q.pause_below, q.trusted_accuracy) }}
+        INTO v_rec;
+    IF NOT FOUND OR v_rec.status <> 'active' THEN
         RETURN '[]';
     END IF;
-    RETURN coalesce(taskroute_pause_skill(p_expert, p_skill, format(
-        'gold quality %s below %s after %s gold answers (%s correct)',
-        round(v_rec.quality::numeric, 2), round(p_pause_below::numeric, 2),
-        v_rec.gold_seen, v_rec.gold_correct)), '[]');
+    v_seen := v_rec.gold_seen - v_rec.pause_check_from;
+    IF v_seen < q.pause_min_gold THEN
+        RETURN '[]';
+    END IF;
+    IF q.pause_rule = 'sequential' THEN
+        IF v_rec.pause_llr IS NULL OR v_rec.pause_llr < ln(1 / q.pause_risk::float8) THEN
+            RETURN '[]';
+        END IF;
+        v_reason := format(
+            'sequential test: %s of %s gold answers right since the last unpause; that is %s '
+            'times likelier from an expert below %s accuracy than from one at %s '
+            '(pausing needs %s times)',
+            v_rec.gold_correct - v_rec.pause_correct_from, v_seen,
+            round(exp(least(v_rec.pause_llr, 700))::numeric),
+            round(q.pause_below::numeric, 2), round(q.trusted_accuracy::numeric, 2),
+            round(1 / q.pause_risk::numeric));
+    ELSE
+        -- real columns against float8 literals: 0.5 is stored as 0.5000000xx
+        IF v_rec.quality >= q.pause_below - 1e-6 THEN
+            RETURN '[]';
+        END IF;
+        v_reason := format(
+            'gold quality %s below %s after %s gold answers (%s correct)',
+            round(v_rec.quality::numeric, 2), round(q.pause_below::numeric, 2),
+            v_rec.gold_seen, v_rec.gold_correct);
+    END IF;
+    RETURN coalesce(taskroute_pause_skill(p_expert, p_skill, v_reason), '[]');
 END
 $fn$;
 
@@ -80,6 +128,16 @@ $fn$;
 -- compared field, and its share reaches agreement_threshold ('majority'); else an
 -- adjudication answer resolves it ('adjudicated', the latest); else, with adjudication off,
 -- the most common answer, earliest on a tie ('plurality'); else one adjudication task opens.
+--
+-- Resolution 'weighted' (the project's policy): each valid answer weighs the log-odds of its
+-- expert's measured accuracy (queries/quality.sql: item_weighted_answers); the probability of
+-- an answer is exp(its weight) / (the sum over the answers given + 1 for each of the
+-- answer_choices nobody gave). With at least min_answers answers and the best answer's
+-- probability at confidence_threshold the item resolves ('weighted'). Otherwise, below the
+-- redundancy cap, it waits for one more answer: a slot opens when none is live (dynamic
+-- overlap; min_answers slots are created with the item). At the cap: an adjudication as above,
+-- or with adjudication off the heaviest answer ('weighted-plurality'). A retraction
+-- recomputes with the same rule and asks for answers the same way.
 CREATE FUNCTION taskroute_resolve_item(p_item uuid, p_refill boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -104,8 +162,13 @@ DECLARE
     v_version integer;
     v_row record;
     v_opened jsonb := '[]';
+    v_weighted boolean;
+    v_best record;
+    v_confidence real;
+    v_want integer := 0;
 BEGIN
     {{ item_lock_state(p_item) }} INTO st;
+    v_weighted := st.resolution = 'weighted';
     v_live := st.project_status = 'active';
 
     SELECT count(*) FILTER (WHERE v.kind = 'normal'),
@@ -138,9 +201,49 @@ BEGIN
         END IF;
     END LOOP;
 
-    v_missing := st.redundancy - v_normal - st.live_slots;
-    IF p_refill AND v_live AND v_missing > 0 THEN
-        FOR v_row IN {{ item_slots_add(p_item, v_missing) }} LOOP
+    IF v_weighted THEN
+        -- The heaviest answer group (earliest on a tie) and its probability; log-sum-exp
+        -- with the largest score (or 0, the score of an answer nobody gave) subtracted.
+        WITH w AS (
+            SELECT w.answer, w.k, w.weight,
+                   row_number() OVER (ORDER BY w.submitted_at, w.id) AS ord
+            FROM ({{ item_weighted_answers(p_item, st.answer_field, st.answer_choices) }}) w
+        ),
+        g AS (
+            SELECT w.k, count(*)::int AS size, sum(w.weight) AS score, min(w.ord) AS first
+            FROM w WHERE w.k IS NOT NULL GROUP BY w.k
+        ),
+        m AS (SELECT greatest(max(g.score), 0) AS top FROM g)
+        SELECT g.size, (SELECT w.answer FROM w WHERE w.ord = g.first) AS answer,
+               exp(greatest(g.score - m.top, -700))
+               / (sum(exp(greatest(g.score - m.top, -700))) OVER ()
+                  + greatest(st.answer_choices - count(*) OVER (), 0)
+                    * exp(greatest(-m.top, -700))) AS confidence
+        INTO v_best
+        FROM g, m
+        ORDER BY g.score DESC, g.first
+        LIMIT 1;
+        IF FOUND THEN
+            v_top := v_best.answer;
+            v_top_n := v_best.size;
+            v_confidence := v_best.confidence;
+        ELSE
+            v_confidence := 0;
+        END IF;
+        -- Dynamic overlap: while not confident and below the cap, keep one slot live (and at
+        -- least min_answers answers or slots), never more than the cap.
+        IF NOT (v_normal >= st.min_answers
+                AND v_confidence >= st.confidence_threshold - 1e-6) THEN
+            v_want := least(
+                greatest(st.min_answers - v_normal - st.live_slots,
+                         CASE WHEN st.live_slots = 0 THEN 1 ELSE 0 END),
+                st.redundancy - v_normal - st.live_slots);
+        END IF;
+    ELSIF p_refill THEN
+        v_want := st.redundancy - v_normal - st.live_slots;
+    END IF;
+    IF v_live AND v_want > 0 THEN
+        FOR v_row IN {{ item_slots_add(p_item, v_want) }} LOOP
             v_opened := v_opened || jsonb_build_object(
                 'skill', v_row.skill, 'project_id', v_row.project_id,
                 'min_quality', v_row.min_quality);
@@ -149,15 +252,19 @@ BEGIN
 
     v_share := CASE WHEN v_normal > 0 THEN v_top_n::float8 / v_normal ELSE 0 END;
     v_agreement := CASE WHEN v_normal > 0 THEN v_share END;
-    IF v_normal < st.redundancy THEN
+    IF v_weighted AND v_normal >= st.min_answers
+       AND v_confidence >= st.confidence_threshold - 1e-6 THEN
+        v_status := 'resolved'; v_answer := v_top; v_method := 'weighted';
+    ELSIF v_normal < st.redundancy THEN
         v_status := 'pending';
-    ELSIF NOT v_top_missing AND v_second_n IS DISTINCT FROM v_top_n
+    ELSIF NOT v_weighted AND NOT v_top_missing AND v_second_n IS DISTINCT FROM v_top_n
           AND v_share >= st.agreement_threshold - 1e-6 THEN
         v_status := 'resolved'; v_answer := v_top; v_method := 'majority';
     ELSIF v_adjudicated IS NOT NULL THEN
         v_status := 'resolved'; v_answer := v_adjudicated; v_method := 'adjudicated';
     ELSIF NOT st.adjudicate THEN
-        v_status := 'resolved'; v_answer := v_top; v_method := 'plurality';
+        v_status := 'resolved'; v_answer := v_top;
+        v_method := CASE WHEN v_weighted THEN 'weighted-plurality' ELSE 'plurality' END;
     ELSE
         v_status := 'adjudicating';
     END IF;
@@ -186,7 +293,7 @@ BEGIN
         v_change := 're-resolved';
     END IF;
     v_version := st.version + (v_change IS NOT NULL)::int;
-    {{ item_result_upsert(p_item, st.project_id, v_status, v_answer, v_agreement, v_normal, v_method, v_version) }};
+    {{ item_result_upsert(p_item, st.project_id, v_status, v_answer, v_agreement, v_normal, v_method, v_version, v_confidence) }};
     IF v_change IS NOT NULL THEN
         PERFORM pg_advisory_xact_lock({{ result_feed_lock_key(st.project_id) }});
         {{ result_change_insert(st.project_id, p_item, v_version, v_change, v_answer, v_agreement) }};

@@ -35,7 +35,11 @@ SELECT u.item_id, p.id, u.skill, u.priority,
        p.max_retries, $3
 FROM projects p
 CROSS JOIN unnest($2::uuid[], $4::text[], $5::int[]) AS u(item_id, skill, priority)
-CROSS JOIN generate_series(1, p.redundancy)
+-- dynamic overlap: a weighted-resolution project with min_answers starts items with that many
+-- slots; taskroute_resolve_item (functions/quality.sql) adds more up to the redundancy
+CROSS JOIN generate_series(1, coalesce(
+    (SELECT least(p.redundancy, q.min_answers) FROM project_quality q
+     WHERE q.project_id = p.id AND q.resolution = 'weighted'), p.redundancy))
 WHERE p.id = $1
   -- gold items get no slots: they are served from the gold pool (quality.sql: gold_claim)
   AND NOT EXISTS (SELECT 1 FROM items g WHERE g.id = u.item_id AND g.gold_answer IS NOT NULL);

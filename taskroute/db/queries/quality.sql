@@ -8,9 +8,13 @@
 -- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
 -- answer. A (project, skill) serves gold only while it has open work the expert may take
 -- (task_eligible: gold is mixed into real work, never all that is left), and only when the
--- draw falls under its gold share (the onboarding share during the expert's first
--- `exploration_tasks` tasks of the skill). Never an item this expert has seen; least-exposed
--- first, ties at random; retired at `gold_max_exposures`.
+-- draw falls under its gold share: the onboarding share during the expert's first
+-- `exploration_tasks` tasks of the skill; under the sequential pause rule, the suspect share
+-- while the pause test leans towards "below the bar" (pause_llr > 0: more gold, a sooner
+-- decision) and the lower proven share once it is as sure of "good" as a pause would need to
+-- be of "bad" (pause_llr <= ln(pause_risk)); else gold_ratio. A project with gold_ratio 0
+-- serves gold during onboarding only (no steady budget to reallocate). Never an item this
+-- expert has seen; least-exposed first, ties at random; retired at `gold_max_exposures`.
 -- Indistinguishable from that real work: the serving copies the priority and the base
 -- effective priority (no fairness boost) of the task the expert would get next there, so
 -- neither the claim nor a heartbeat's hasHighPriorityTasks tells them apart.
@@ -24,6 +28,7 @@ served AS (
     JOIN projects p ON p.id = gp.project_id AND p.status = 'active'
                        AND ($3::uuid IS NULL OR p.id = $3::uuid)
     JOIN project_quality q ON q.project_id = p.id
+    JOIN expert_skills ev ON ev.expert_id = $1 AND ev.skill = s.skill
     CROSS JOIN LATERAL (
         SELECT t.priority, routing_base_priority(t.eff_priority) AS eff_priority
         FROM tasks t
@@ -32,9 +37,16 @@ served AS (
         ORDER BY t.eff_priority DESC, t.seq
         LIMIT 1
     ) w
-    WHERE $4::float8 < CASE WHEN s.tasks_done < q.exploration_tasks
-                            THEN greatest(q.gold_ratio, q.exploration_gold_ratio)
-                            ELSE q.gold_ratio END
+    WHERE $4::float8 < CASE
+        WHEN q.pause_rule = 'sequential' AND ev.pause_llr > 0 AND q.gold_ratio > 0
+            THEN greatest(q.gold_ratio, q.suspect_gold_ratio,
+                          CASE WHEN s.tasks_done < q.exploration_tasks
+                               THEN q.exploration_gold_ratio ELSE 0 END)
+        WHEN s.tasks_done < q.exploration_tasks
+            THEN greatest(q.gold_ratio, q.exploration_gold_ratio)
+        WHEN q.pause_rule = 'sequential' AND ev.pause_llr <= ln(q.pause_risk)
+            THEN least(q.gold_ratio, q.proven_gold_ratio)
+        ELSE q.gold_ratio END
 ),
 pick AS (
     SELECT g.item_id, g.project_id, g.skill, sv.priority, sv.eff_priority
@@ -75,8 +87,7 @@ FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item
 
 -- name: quality_submit_context
 -- $1 task_id. What scoring and resolution need about a just-submitted task.
-SELECT t.kind, t.skill, t.item_id, t.project_id, i.gold_answer, q.answer_field,
-       q.pause_min_gold, q.pause_below
+SELECT t.kind, t.skill, t.item_id, t.project_id, i.gold_answer, q.answer_field
 FROM tasks t
 JOIN items i ON i.id = t.item_id
 JOIN project_quality q ON q.project_id = t.project_id
@@ -87,14 +98,21 @@ WHERE t.id = $1;
 UPDATE expert_skills SET tasks_done = tasks_done + 1 WHERE expert_id = $1 AND skill = $2;
 
 -- name: expert_skill_gold_score
--- $1 expert_id, $2 skill, $3 correct (bool). Records a gold answer; quality becomes the mean of
--- the Beta(1 + correct, 1 + wrong) posterior, pulled toward 0.5 while samples are few.
+-- $1 expert_id, $2 skill, $3 correct (bool), $4 the bar (pause_below), $5 trusted_accuracy.
+-- Records a gold answer; quality becomes the mean of the Beta(1 + correct, 1 + wrong)
+-- posterior, pulled toward 0.5 while samples are few; pause_llr the pause test's evidence on
+-- the gold answers since the last unpause (functions/quality.sql: taskroute_pause_llr).
 UPDATE expert_skills
 SET gold_seen = gold_seen + 1,
     gold_correct = gold_correct + $3::boolean::int,
-    quality = (1 + gold_correct + $3::boolean::int)::real / (2 + gold_seen + 1)
+    quality = (1 + gold_correct + $3::boolean::int)::real / (2 + gold_seen + 1),
+    pause_llr = taskroute_pause_llr(
+        gold_correct + $3::boolean::int - pause_correct_from,
+        gold_seen + 1 - pause_check_from - (gold_correct + $3::boolean::int - pause_correct_from),
+        $4, $5)
 WHERE expert_id = $1 AND skill = $2
-RETURNING gold_seen, gold_correct, quality, status, pause_check_from;
+RETURNING gold_seen, gold_correct, quality, status, pause_check_from, pause_correct_from,
+          pause_llr;
 
 -- name: expert_skill_pause
 -- $1 expert_id, $2 skill, $3 reason. A status change with reason and time, never a delete.
@@ -103,9 +121,11 @@ WHERE expert_id = $1 AND skill = $2 AND status = 'active'
 RETURNING expert_id;
 
 -- name: expert_skill_unpause
--- $1 expert_id, $2 skill, $3 reason. The pause rule restarts counting gold answers from here.
+-- $1 expert_id, $2 skill, $3 reason. The pause rule restarts counting gold answers from here
+-- (the sequential test starts afresh: no evidence either way).
 UPDATE expert_skills
-SET status = 'active', status_reason = $3, status_at = now(), pause_check_from = gold_seen
+SET status = 'active', status_reason = $3, status_at = now(), pause_check_from = gold_seen,
+    pause_correct_from = gold_correct, pause_llr = 0
 WHERE expert_id = $1 AND skill = $2
 RETURNING *;
 
@@ -141,6 +161,8 @@ SELECT id, skill, project_id, status, min_quality FROM released;
 -- what resolving it needs: policy, live normal slots, live adjudication, the current result.
 SELECT i.id AS item_id, i.project_id, p.redundancy, p.status AS project_status,
        q.answer_field, q.agreement_threshold, q.adjudication_min_quality, q.adjudicate,
+       q.resolution, q.answer_choices, q.confidence_threshold,
+       least(p.redundancy, coalesce(q.min_answers, p.redundancy)) AS min_answers,
        (SELECT count(*) FROM tasks t WHERE t.item_id = i.id AND t.kind = 'normal'
           AND t.status IN ('pending', 'open', 'claimed')) AS live_slots,
        r.status AS result_status, r.answer AS result_answer, r.agreement AS result_agreement,
@@ -163,6 +185,23 @@ FROM assignments a JOIN tasks t ON t.id = a.task_id
 WHERE a.item_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
   AND t.kind IN ('normal', 'adjudication')
 ORDER BY a.submitted_at, a.id;
+
+-- name: item_weighted_answers
+-- $1 item_id, $2 answer_field, $3 answer_choices. The valid normal answers with what they are
+-- compared on (k, NULL: field missing) and their weight: the log-odds that the expert is right
+-- against one particular wrong answer under the one-coin model, ln(q / (1 - q)) + ln(choices - 1),
+-- where q = (1 + correct) / (2 + gold answers) is their measured accuracy in the item's skill
+-- (0.5 before any gold). Never negative: an expert no better than chance counts nothing.
+SELECT a.id, a.answer, a.submitted_at, taskroute_answer_key(a.answer, $2) AS k,
+       greatest(0, ln(r.q / (1 - r.q)) + ln($3::int - 1)) AS weight
+FROM assignments a
+JOIN tasks t ON t.id = a.task_id AND t.kind = 'normal'
+LEFT JOIN expert_skills es ON es.expert_id = a.expert_id AND es.skill = t.skill
+CROSS JOIN LATERAL (
+    SELECT least((1 + coalesce(es.gold_correct, 0))::float8 / (2 + coalesce(es.gold_seen, 0)),
+                 0.999) AS q
+) r
+WHERE a.item_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
 
 -- name: item_slots_add
 -- $1 item_id, $2 how many. New open slots for relabelling, copied from the item's first slot.
@@ -192,14 +231,14 @@ WHERE item_id = $1 AND kind = 'adjudication' AND status = 'open';
 
 -- name: item_result_upsert
 -- $1 item_id, $2 project_id, $3 status, $4 answer, $5 agreement, $6 answer count, $7 method,
--- $8 version.
+-- $8 version, $9 confidence (weighted rule; NULL otherwise).
 INSERT INTO item_results (item_id, project_id, status, answer, agreement, answers, method,
-                          version, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+                          version, confidence, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
 ON CONFLICT (item_id) DO UPDATE
 SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agreement,
     answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
-    updated_at = now();
+    confidence = EXCLUDED.confidence, updated_at = now();
 
 -- fragment: result_feed_lock_key
 -- $1 project_id. The advisory-lock key of the project's change feed (two int4s).
@@ -217,7 +256,7 @@ VALUES ($1, $2, $3, $4, $5, $6);
 -- name: results_page
 -- $1 project_id, $2 after item_id (NULL: from the start), $3 limit. Resolved items by id.
 SELECT r.item_id, i.external_id, r.answer, r.agreement, r.answers, r.method, r.version,
-       r.updated_at
+       r.confidence, r.updated_at
 FROM item_results r JOIN items i ON i.id = r.item_id
 WHERE r.project_id = $1 AND r.status = 'resolved' AND ($2::uuid IS NULL OR r.item_id > $2)
 ORDER BY r.item_id
@@ -238,12 +277,17 @@ SELECT * FROM project_quality WHERE project_id = $1;
 -- name: quality_policy_set
 -- $1 project_id, $2 gold_ratio, $3 exploration_tasks, $4 exploration_gold_ratio,
 -- $5 gold_max_exposures, $6 gold_low_water, $7 answer_field, $8 agreement_threshold,
--- $9 adjudication_min_quality, $10 pause_min_gold, $11 pause_below, $12 adjudicate.
+-- $9 adjudication_min_quality, $10 pause_min_gold, $11 pause_below, $12 adjudicate,
+-- $13 pause_rule, $14 trusted_accuracy, $15 pause_risk, $16 suspect_gold_ratio,
+-- $17 proven_gold_ratio, $18 resolution, $19 answer_choices, $20 confidence_threshold,
+-- $21 min_answers.
 UPDATE project_quality
 SET gold_ratio = $2, exploration_tasks = $3, exploration_gold_ratio = $4,
     gold_max_exposures = $5, gold_low_water = $6, answer_field = $7, agreement_threshold = $8,
     adjudication_min_quality = $9, pause_min_gold = $10, pause_below = $11, adjudicate = $12,
-    updated_at = now()
+    pause_rule = $13, trusted_accuracy = $14, pause_risk = $15, suspect_gold_ratio = $16,
+    proven_gold_ratio = $17, resolution = $18, answer_choices = $19,
+    confidence_threshold = $20, min_answers = $21, updated_at = now()
 WHERE project_id = $1
 RETURNING *;
 
@@ -314,8 +358,20 @@ SELECT count(*) FILTER (WHERE status = 'resolved') AS resolved,
        count(*) FILTER (WHERE status = 'resolved' AND method = 'adjudicated') AS adjudicated,
        count(*) FILTER (WHERE status = 'adjudicating') AS adjudicating,
        count(*) FILTER (WHERE status = 'pending') AS pending,
-       avg(agreement) FILTER (WHERE status = 'resolved') AS mean_agreement
+       avg(agreement) FILTER (WHERE status = 'resolved') AS mean_agreement,
+       avg(confidence) FILTER (WHERE status = 'resolved') AS mean_confidence,
+       avg(answers) FILTER (WHERE status = 'resolved') AS answers_per_item
 FROM item_results WHERE project_id = $1;
+
+-- name: project_expert_evidence
+-- $1 project_id. Per expert and skill that answered in this project: status and the gold
+-- evidence behind pausing and weighting (no names: the report shows what decided, not who).
+SELECT es.skill, es.status, es.gold_seen, es.gold_correct, es.pause_llr,
+       es.gold_seen - es.pause_check_from AS gold_since_unpause
+FROM expert_skills es
+WHERE EXISTS (SELECT 1 FROM assignments a JOIN tasks t ON t.id = a.task_id
+              WHERE a.project_id = $1 AND a.expert_id = es.expert_id AND t.skill = es.skill)
+ORDER BY es.skill, es.pause_llr DESC;
 
 -- name: expert_skill_pause_call
 -- $1 expert_id, $2 skill, $3 reason. Pause + release (functions/quality.sql); returns the
