@@ -64,19 +64,112 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     del server
 
 
-async def _admin(args: argparse.Namespace, url: str) -> dict[str, str]:
+def _actor() -> str:
+    """Who runs the CLI, in the admin audit."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli:unknown"
+
+
+def _json_row(row: Any) -> dict[str, Any]:
+    return {k: (v if isinstance(v, int | float | bool | str | None | list | dict) else str(v))
+            for k, v in dict(row).items() if k != "token_hash"}  # fmt: skip
+
+
+async def _admin(args: argparse.Namespace, url: str) -> Any:
+    from datetime import UTC, datetime, timedelta
+
+    from taskroute.auth import Viewer, parse_id
     from taskroute.db.pool import Database, create_pool
     from taskroute.resolvers import accounts
 
     pool = await create_pool(url, 1, 2)
+    actor = _actor()
+    admin = Viewer("admin")
+    cmd = args.admin_cmd
     try:
         db = Database(pool, 10)
-        if args.admin_cmd == "create-customer":
-            cred = await accounts.create_customer(db, args.name)
-        else:
+        if cmd == "create-customer":
+            cred = await accounts.create_customer(db, args.name, actor)
+            return {"id": str(cred.id), "token": cred.token}
+        if cmd == "create-expert":
             skills = [_skill_arg(s) for s in args.skill]
-            cred = await accounts.create_expert(db, args.name, skills)
-        return {"id": str(cred.id), "token": cred.token}
+            cred = await accounts.create_expert(db, args.name, skills, args.capability, actor)
+            return {"id": str(cred.id), "token": cred.token}
+        if cmd == "list-experts":
+            page = await accounts.experts_page(
+                db, args.skill, args.status, args.search, None, args.limit
+            )
+            return [_json_row(r) for r in page.rows]
+        if cmd == "list-customers":
+            page = await accounts.customers_page(db, args.search, None, args.limit)
+            return [_json_row(r) for r in page.rows]
+        if cmd == "show-expert":
+            eid = parse_id(args.expert, "expert")
+            claim = await accounts.current_claim(db, eid)
+            return {
+                **_json_row(await accounts.get_expert(db, eid)),
+                "skills": [_json_row(r) for r in await accounts.expert_skills(db, eid)],
+                "current_claim": None if claim is None else _json_row(claim),
+            }
+        if cmd in ("grant-skill", "remove-skill", "set-quality", "set-capabilities",
+                   "deactivate", "reactivate"):  # fmt: skip
+            eid = parse_id(args.expert, "expert")
+            result: dict[str, Any] = {"expert": str(eid)}
+            if cmd == "grant-skill":
+                await accounts.grant_skill(db, actor, eid, args.skill, args.quality, args.reason)
+            elif cmd == "remove-skill":
+                await accounts.remove_skill(db, actor, eid, args.skill, args.reason)
+            elif cmd == "set-quality":
+                await accounts.set_starting_quality(
+                    db, actor, eid, args.skill, args.quality, args.override_measured, args.reason
+                )
+            elif cmd == "set-capabilities":
+                await accounts.set_capabilities(db, actor, eid, args.tag, args.reason)
+            else:
+                status = "disabled" if cmd == "deactivate" else "active"
+                released = await accounts.set_status(db, actor, eid, status, args.reason)
+                result["leases_released"] = released
+            result["status"] = (await accounts.get_expert(db, eid))["status"]
+            return result
+        if cmd == "create-token":
+            expires = None
+            if args.expires_in is not None:
+                expires = datetime.now(UTC) + timedelta(seconds=args.expires_in)
+            issued = await accounts.create_credential(
+                db, admin, actor,
+                customer_id=parse_id(args.customer, "customer") if args.customer else None,
+                expert_id=parse_id(args.expert, "expert") if args.expert else None,
+                label=args.label, expires_at=expires, read_only=args.read_only,
+                project_id=parse_id(args.project, "project") if args.project else None,
+                reason=args.reason,
+            )  # fmt: skip
+            return {**_json_row(issued.row), "token": issued.token}
+        if cmd == "list-tokens":
+            rows = await accounts.list_credentials(
+                db, admin,
+                parse_id(args.customer, "customer") if args.customer else None,
+                parse_id(args.expert, "expert") if args.expert else None,
+            )  # fmt: skip
+            return [_json_row(r) for r in rows]
+        if cmd == "revoke-token":
+            row = await accounts.revoke_credential(
+                db, admin, actor, parse_id(args.credential, "credential"), args.reason
+            )
+            return _json_row(row)
+        if cmd == "rotate-token":
+            issued = await accounts.rotate_credential(
+                db, admin, actor, parse_id(args.credential, "credential"), args.grace, args.reason
+            )
+            return {**_json_row(issued.row), "token": issued.token}
+        if cmd == "audit":
+            subject = parse_id(args.subject, "subject") if args.subject else None
+            page = await accounts.audit_page(db, subject, args.action, None, 0, args.limit)
+            return [_json_row(r) for r in page.rows]
+        raise AssertionError(cmd)
     finally:
         await pool.close()
 
@@ -93,7 +186,7 @@ def cmd_admin(args: argparse.Namespace) -> None:
     url, server = _database_url(Settings.from_env())
     asyncio.run(migrate_url(url))
     try:
-        print(json.dumps(asyncio.run(_admin(args, url))))
+        print(json.dumps(asyncio.run(_admin(args, url)), indent=None, default=str))
     except TaskrouteError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         sys.exit(2)
@@ -126,15 +219,73 @@ def main(argv: list[str] | None = None) -> None:
     migrate = sub.add_parser("migrate", help="apply pending database migrations")
     migrate.set_defaults(func=cmd_migrate)
 
-    admin = sub.add_parser("admin", help="create customers and experts (prints their tokens)")
+    admin = sub.add_parser(
+        "admin", help="manage accounts and credentials (every change is in the admin audit)"
+    )
     admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
-    cust = admin_sub.add_parser("create-customer")
+    cust = admin_sub.add_parser("create-customer", help="prints the id and a token")
     cust.add_argument("name")
-    exp = admin_sub.add_parser("create-expert")
+    exp = admin_sub.add_parser("create-expert", help="prints the id and a token")
     exp.add_argument("name")
     exp.add_argument(
         "--skill", action="append", required=True, help="skill or skill:quality (repeatable)"
     )
+    exp.add_argument("--capability", action="append", help="capability tag (repeatable)")
+    lst = admin_sub.add_parser("list-experts")
+    lst.add_argument("--skill")
+    lst.add_argument("--status", choices=["active", "disabled"])
+    lst.add_argument("--search", help="part of the name")
+    lst.add_argument("--limit", type=int, default=200)
+    lc = admin_sub.add_parser("list-customers")
+    lc.add_argument("--search", help="part of the name")
+    lc.add_argument("--limit", type=int, default=200)
+    show = admin_sub.add_parser("show-expert", help="status, skills, current claim")
+    show.add_argument("expert")
+
+    def expert_cmd(name: str, help: str) -> argparse.ArgumentParser:
+        p = admin_sub.add_parser(name, help=help)
+        p.add_argument("expert", help="expert id")
+        p.add_argument("--reason", help="why (kept in the admin audit)")
+        return p
+
+    p = expert_cmd("grant-skill", "the expert may claim the skill's tasks at once")
+    p.add_argument("skill")
+    p.add_argument("--quality", type=float, default=1.0, help="starting quality (0-1)")
+    p = expert_cmd("remove-skill", "live claims on the skill return to the pool")
+    p.add_argument("skill")
+    p = expert_cmd("set-quality", "the admin-given starting quality of a skill")
+    p.add_argument("skill")
+    p.add_argument("quality", type=float)
+    p.add_argument("--override-measured", action="store_true", help="overwrite what gold measured")
+    p = expert_cmd("set-capabilities", "replace the capability tags")
+    p.add_argument("tag", nargs="*")
+    p = expert_cmd("deactivate", "tokens stop working, live claims return to the pool")
+    expert_cmd("reactivate", "tokens work again")
+
+    tok = admin_sub.add_parser("create-token", help="a new token for an account (printed once)")
+    owner = tok.add_mutually_exclusive_group(required=True)
+    owner.add_argument("--customer")
+    owner.add_argument("--expert")
+    tok.add_argument("--label", default="")
+    tok.add_argument("--expires-in", type=int, help="seconds until it expires")
+    tok.add_argument("--read-only", action="store_true", help="customers: reads only")
+    tok.add_argument("--project", help="customers: limited to this project")
+    tok.add_argument("--reason")
+    lt = admin_sub.add_parser("list-tokens", help="an account's credentials (never secrets)")
+    owner = lt.add_mutually_exclusive_group(required=True)
+    owner.add_argument("--customer")
+    owner.add_argument("--expert")
+    rv = admin_sub.add_parser("revoke-token", help="refused everywhere within a second")
+    rv.add_argument("credential", help="credential id")
+    rv.add_argument("--reason")
+    rt = admin_sub.add_parser("rotate-token", help="a new token; the old one lives --grace s")
+    rt.add_argument("credential", help="credential id")
+    rt.add_argument("--grace", type=int, default=3600, help="seconds (default 3600)")
+    rt.add_argument("--reason")
+    au = admin_sub.add_parser("audit", help="the admin audit, oldest first")
+    au.add_argument("--subject", help="an expert, customer or credential id")
+    au.add_argument("--action")
+    au.add_argument("--limit", type=int, default=200)
     admin.set_defaults(func=cmd_admin)
 
     schema = sub.add_parser("schema", help="print the GraphQL schema (SDL)")
