@@ -14,8 +14,8 @@ import asyncpg
 from .helpers import Api, tasks_of
 
 FORECAST_FIELDS = """
-  remaining eta etaEarly etaLate onTrack atRisk throughputPerHour deadline evaluatedAt
-  bySkill { skill total done remaining inFlight activeExperts expertEquivalents
+  remaining eta etaEarly etaLate onTrack atRisk throughputPerHour deadline evaluatedAt reasons
+  bySkill { paceSamples reason skill total done remaining inFlight activeExperts expertEquivalents
             tasksPerExpertHour throughputPerHour eta etaEarly etaLate onTrack
             extraExpertsNeeded }
 """
@@ -52,7 +52,7 @@ async def add_history(
                 "INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, status,"
                 " claimed_at, lease_until, answer, submitted_at, receipt_id, pay_cents)"
                 " VALUES (gen_random_uuid(), $1, $2, $3, $4, 'submitted',"
-                " now() - make_interval(secs => ($5::float8 + 5) * 60), now(), '{}'::jsonb,"
+                " now() - make_interval(secs => ($5::float8 + 10) * 60), now(), '{}'::jsonb,"
                 " now() - make_interval(secs => $5::float8 * 60), gen_random_uuid(), 0)"
                 " RETURNING id",
                 task["id"],

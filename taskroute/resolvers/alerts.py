@@ -1,7 +1,11 @@
 """Deadline risk alerts: a periodic job judges every deadline and records each flip once.
 
+Alerts fire on projects that will miss, not on young ones (issue 17):
+- on track -> at risk when work remains and either the deadline has passed, or the forecast
+  rests on evidence (every skill with work left has a pace measured from at least
+  `MIN_SAMPLES` submissions, or nobody present holds it) and its ETA is unknown or after the
+  deadline. A brand-new project whose pace is only the prior does not alert yet.
 Hysteresis, so a project hovering at its deadline does not flap:
-- on track -> at risk when work remains and the ETA is unknown or after the deadline;
 - at risk -> on track only when all work is done, or the ETA beats the deadline by at least
   `forecast_hysteresis` x the time left until the deadline.
 Each flip writes one `project_alerts` row ('at_risk' or 'recovered'); staying in a state
@@ -39,6 +43,10 @@ class Risk:
 def at_risk_now(f: Forecast) -> bool:
     if f.deadline is None or f.remaining == 0:
         return False
+    if f.evaluated_at >= f.deadline:
+        return True
+    if not f.evidence:
+        return False
     return f.eta is None or f.eta > f.deadline
 
 
@@ -54,9 +62,11 @@ def recovered_now(f: Forecast, hysteresis: float) -> bool:
 def _message(kind: str, f: Forecast) -> str:
     if kind == "recovered":
         return "back on track to meet the deadline"
+    why = "; ".join(f.reasons)
+    why = f" ({why})" if why else ""
     if f.eta is None:
-        return f"{f.remaining} tasks left and no observed throughput: the deadline is at risk"
-    return f"{f.remaining} tasks left, expected {f.eta.isoformat()}, after the deadline"
+        return f"{f.remaining} tasks left and no throughput: the deadline is at risk{why}"
+    return f"{f.remaining} tasks left, expected {f.eta.isoformat()}, after the deadline{why}"
 
 
 async def _judge(conn: asyncpg.Connection, f: Forecast, hysteresis: float) -> str | None:
@@ -86,10 +96,13 @@ async def _judge(conn: asyncpg.Connection, f: Forecast, hysteresis: float) -> st
     return kind
 
 
-async def evaluate(db: Database, settings: Settings, wait: bool = False) -> int | None:
+async def evaluate(
+    db: Database, settings: Settings, wait: bool = False, clock: datetime | None = None
+) -> int | None:
     """Judge every active project with a deadline; return alerts written.
 
-    None when another process holds the evaluator lock and `wait` is False.
+    None when another process holds the evaluator lock and `wait` is False. `clock` (default:
+    the database's now()) lets a simulator judge on simulated time.
     """
     async with db.transaction() as conn:
         if wait:
@@ -97,7 +110,7 @@ async def evaluate(db: Database, settings: Settings, wait: bool = False) -> int 
         elif not await conn.fetchval(Q["advisory_xact_try_lock"], ALERTS_LOCK_KEY):
             return None
         written = 0
-        for f in await forecasts(conn, settings, None):
+        for f in await forecasts(conn, settings, None, clock):
             if await _judge(conn, f, settings.forecast_hysteresis):
                 written += 1
     if written:

@@ -63,6 +63,13 @@ class SkillForecast:
     extra_experts_needed: int | None = strawberry.field(
         description="dedicated experts to add to meet the deadline; null when unknown"
     )
+    pace_samples: int = strawberry.field(
+        description="recent submissions of the skill the pace was measured from"
+    )
+    reason: str | None = strawberry.field(
+        description="why the ETA is unknown or late (no present expert holds the skill; "
+        "N more experts needed); null when on track"
+    )
 
     @classmethod
     def of(cls, s: fc.SkillForecast) -> SkillForecast:
@@ -81,6 +88,8 @@ class SkillForecast:
             eta_late=s.eta_late,
             on_track=s.on_track,
             extra_experts_needed=s.extra_experts,
+            pace_samples=s.samples,
+            reason=s.reason,
         )
 
 
@@ -99,6 +108,9 @@ class Forecast:
         description="the alerting state, with hysteresis (see project.alerts)"
     )
     by_skill: list[SkillForecast]
+    reasons: list[str] = strawberry.field(
+        description="why the ETA is unknown or late, per skill (empty when on track)"
+    )
 
     @classmethod
     def of(cls, f: fc.Forecast, risk: alert_domain.Risk) -> Forecast:
@@ -114,6 +126,7 @@ class Forecast:
             on_track=f.on_track,
             at_risk=risk.state == "at_risk",
             by_skill=[SkillForecast.of(s) for s in f.by_skill],
+            reasons=f.reasons,
         )
 
 
