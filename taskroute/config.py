@@ -27,6 +27,9 @@ class Settings:
     database_url: str = ""
     # Bootstrap admin credential; empty -> no admin over the API (the CLI still works).
     admin_token: str = ""
+    # Bearer token a Prometheus scraper sends to /metrics (the admin token works too); /metrics
+    # names customers' skills and their backlogs, so it is never served anonymously.
+    metrics_token: str = ""
     # Where payloads live: file:///path (default ./.taskroute/blobs) or s3://bucket/prefix.
     blob_url: str = ""
     # Local state (embedded Postgres, local blobs).
@@ -102,6 +105,7 @@ class Settings:
         return cls(
             database_url=os.environ.get("DATABASE_URL", ""),
             admin_token=os.environ.get("TASKROUTE_ADMIN_TOKEN", ""),
+            metrics_token=os.environ.get("TASKROUTE_METRICS_TOKEN", ""),
             blob_url=os.environ.get("TASKROUTE_BLOB_URL", ""),
             data_dir=os.environ.get("TASKROUTE_DATA_DIR", "./.taskroute"),
             pool_min=_int("TASKROUTE_POOL_MIN", 2),

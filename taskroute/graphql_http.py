@@ -12,15 +12,23 @@ What strawberry 0.341 does by itself, and what this module changes:
 - Malformed requests (bad JSON, no query, ...) get a JSON body `{"errors": [...]}` in the
   negotiated media type instead of strawberry's plain text.
 - No acceptable media type (`Accept: text/csv`) -> 406.
+- Authentication comes first: a request without a valid bearer token is refused (401
+  UNAUTHENTICATED) before its body is read, parsed or validated, so anonymous clients cannot
+  make the server parse and validate large documents (the lookup is an in-process cache hit
+  or one indexed query). The GraphiQL page itself (GET, `Accept: text/html`) stays open.
+- A document with several operations and no `operationName` is a request error (the spec;
+  strawberry ran the first one); a non-string `operationName` is a 400.
+- Every 405 carries `Allow`, and every error body is the JSON error shape.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from cross_web import HTTPException
-from graphql import GraphQLError
+from graphql import GraphQLError, OperationDefinitionNode, parse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -31,6 +39,10 @@ from strawberry.schema.exceptions import (
     InvalidOperationTypeError,
 )
 from strawberry.types import ExecutionResult
+
+from taskroute.auth import authenticate
+from taskroute.errors import TaskrouteError
+from taskroute.schema.limits import MAX_TOKENS
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 JSON = "application/json"
@@ -117,11 +129,43 @@ class SpecGraphQL(GraphQL[Any, None]):
             await response(scope, receive, send)
             return
         request.state.graphql_media = media or JSON
+        if request.method not in ("GET", "POST"):
+            response = _error_response(405, "use GET or POST", media or JSON, "METHOD_NOT_ALLOWED")
+            response.headers["Allow"] = "GET, POST"
+            await response(scope, receive, send)
+            return
+        if not wants_ide:
+            refused = await self._authenticate(request)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
         try:
             response = await self.run(request)
         except HTTPException as exc:
             response = self._http_error(request, exc)
         await response(scope, receive, send)
+
+    async def _authenticate(self, request: Request) -> Response | None:
+        """Authenticate before anything else (see the module doc); the viewer is kept for the
+        request's context. Returns the refusal, or None to go on."""
+        services = request.state.services
+        try:
+            request.state.viewer = await authenticate(
+                services.db,
+                services.settings.admin_token,
+                request.headers.get("authorization"),
+                cache=services.credentials,
+            )
+        except TaskrouteError as exc:
+            response = _error_response(
+                exc.http_status, exc.message, request.state.graphql_media, exc.code
+            )
+            if exc.code == "UNAUTHENTICATED":
+                response.headers["WWW-Authenticate"] = "Bearer"
+            if exc.code == "UNAVAILABLE":
+                response.headers["Retry-After"] = "1"
+            return response
+        return None
 
     def _http_error(self, request: Request, exc: HTTPException) -> Response:
         media = request.state.graphql_media
@@ -153,10 +197,17 @@ class SpecGraphQL(GraphQL[Any, None]):
             if content_type != JSON:
                 raise HTTPException(415, f"POST bodies must be {JSON}")
         try:
-            return await super().parse_http_body(request)
+            parsed = await super().parse_http_body(request)
         except (AttributeError, TypeError) as exc:
             # strawberry calls `.get` on whatever JSON arrived (null, a number, a string).
             raise HTTPException(400, "the body must be a JSON object") from exc
+        name = parsed.operation_name
+        if name is not None and not isinstance(name, str):
+            raise HTTPException(400, "operationName must be a string")
+        if name is None and isinstance(parsed.query, str) and _operations(parsed.query) > 1:
+            # The spec: with several operations the client must say which one to run.
+            raise HTTPException(400, "the document has several operations: set operationName")
+        return parsed
 
     async def get_sub_response(self, request: Request) -> Response:  # type: ignore[override]
         sub = SpecSubResponse()
@@ -204,6 +255,22 @@ class SpecGraphQL(GraphQL[Any, None]):
         if sub_response.retryable:
             response.headers.setdefault("Retry-After", "1")
         return response
+
+
+_OPERATION_KEYWORD = re.compile(r"\b(?:query|mutation|subscription)\b")
+
+
+def _operations(query: str) -> int:
+    """How many operations a document defines (0 when it does not parse: strawberry then
+    reports the syntax error as usual). Documents that cannot hold two named operations (the
+    keyword appears at most once: every hot-path request) are not parsed here at all."""
+    if len(_OPERATION_KEYWORD.findall(query, 0, 100_000)) < 2:
+        return 1
+    try:
+        document = parse(query, max_tokens=MAX_TOKENS)
+    except GraphQLError:
+        return 0
+    return sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
 
 
 def _error_response(status: int, message: str, media: str, code: str) -> Response:

@@ -22,6 +22,11 @@ async def post(api: Api, body: object, accept: str | None, **headers: str):
         "Content-Type": "application/json", **h})  # fmt: skip
 
 
+async def post_raw(api: Api, body: object, headers: dict[str, str]):
+    return await api.http.post("/graphql", content=json.dumps(body), headers={
+        "Content-Type": "application/json", **headers})  # fmt: skip
+
+
 async def test_success_in_either_media_type(api: Api) -> None:
     for accept, media in [(GRJ, GRJ), ("application/json", "application/json"),
                           (None, "application/json"), ("*/*", "application/json"),
@@ -58,22 +63,61 @@ async def test_request_errors_are_400_without_data(
 
 
 async def test_field_errors_keep_200_and_data(api: Api) -> None:
+    expert = await api.create_expert(["grading"])
     r = await api.http.post(
         "/graphql",
         json={"query": '{ project(id: "00000000-0000-0000-0000-000000000000") { id } }'},
-        headers={"Accept": GRJ},
+        headers={"Accept": GRJ, "Authorization": f"Bearer {expert['token']}"},
     )
     assert r.status_code == 200
     body = r.json()
     assert body["data"] == {"project": None}
-    assert body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+
+
+async def test_anonymous_requests_are_refused_before_parsing(api: Api) -> None:
+    """No token, or an unknown one: 401 before the document is even read. A document that
+    would not parse proves it: the answer is 401, not the parse error's 400."""
+    broken = "{ " + "project(id: 1) { id } " * 2000  # unterminated, ~12k tokens
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"}):
+        for accept in (GRJ, "application/json"):
+            r = await post_raw(api, {"query": broken}, {"Accept": accept, **headers})
+            assert r.status_code == 401, r.text
+            assert r.headers["www-authenticate"] == "Bearer"
+            assert r.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+            assert "data" not in r.json()
+    # GraphiQL's page itself stays open to a browser.
+    r = await api.http.get("/graphql", headers={"Accept": "text/html"})
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+
+
+async def test_several_operations_need_an_operation_name(api: Api, db: asyncpg.Connection) -> None:
+    doc = 'mutation M { createCustomer(name: "never") { id } } query Q { __typename }'
+    for accept, status in ((GRJ, 400), ("application/json", 400)):
+        r = await post(api, {"query": doc}, accept)
+        assert r.status_code == status, r.text
+        assert r.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+    assert await db.fetchval("SELECT count(*) FROM customers WHERE name = 'never'") == 0
+    r = await post(api, {"query": doc, "operationName": "Q"}, GRJ)
+    assert r.status_code == 200 and r.json() == {"data": {"__typename": "Query"}}
+    r = await post(api, {"query": doc, "operationName": 7}, GRJ)
+    assert r.status_code == 400 and "operationName" in r.json()["errors"][0]["message"]
+
+
+async def test_other_methods_get_a_json_405_with_allow(api: Api) -> None:
+    for method in ("HEAD", "PUT", "DELETE", "PATCH"):
+        r = await api.http.request(method, "/graphql", headers=ADMIN)
+        assert r.status_code == 405, method
+        assert r.headers["allow"] == "GET, POST"
+        if method != "HEAD":
+            assert r.json()["errors"][0]["extensions"]["code"] == "METHOD_NOT_ALLOWED"
 
 
 async def test_get_queries_and_405_for_mutations(api: Api, db: asyncpg.Connection) -> None:
     r = await api.http.get(
         "/graphql", params={"query": "query($x: Boolean!) { __typename @include(if: $x) }",
                             "variables": json.dumps({"x": True})},
-        headers={"Accept": GRJ},
+        headers={**ADMIN, "Accept": GRJ},
     )  # fmt: skip
     assert r.status_code == 200, r.text
     assert r.json() == {"data": {"__typename": "Query"}}

@@ -74,6 +74,23 @@ async def test_depth_token_and_alias_limits(api: Api) -> None:
     assert status == 200 and "errors" not in body
 
 
+async def test_repeated_fields_and_fragments_are_bounded(api: Api) -> None:
+    """Duplicate fields and fragment spreads cannot dodge the cost bound: fields are counted
+    with every repetition and every spread expanded (within the token limit)."""
+    status, body = await gql(api, "{ " + "__typename " * 1001 + "}")
+    assert status == 400 and set(codes(body)) == {"BAD_INPUT"}, body
+    assert "1000 fields" in body["errors"][0]["message"]
+    # 40 spreads of a 40-field fragment: a small document, 1600 fields of work.
+    frag = "fragment F on Query { " + "__typename " * 40 + "}"
+    status, body = await gql(api, "{ " + "...F " * 40 + "} " + frag)
+    assert status == 400 and set(codes(body)) == {"BAD_INPUT"}, body
+    assert "1000 fields" in body["errors"][0]["message"]
+    # graphql-core's own budget for comparing overlapping fields refuses ~1000 identical
+    # ones too ("Validation aborted."); a few hundred are fine.
+    status, body = await gql(api, "{ " + "__typename " * 200 + "}")
+    assert status == 200 and "errors" not in body, body
+
+
 async def test_body_size_limit(strict: tuple[Api, InProcessServer], db: asyncpg.Connection) -> None:
     api, _ = strict
     customer = await api.create_customer()
@@ -218,7 +235,9 @@ async def test_values_postgres_would_refuse(api: Api, db: asyncpg.Connection) ->
         r = await api.rest("POST", f"/v1/assignments/{claim['assignmentId']}/submit",
                            expert["token"], content=raw, headers=dict(headers))  # fmt: skip
         assert r.status_code == 422, r.text
-        r = await api.http.post("/graphql", content=raw, headers=headers)
+        r = await api.http.post(
+            "/graphql", content=raw, headers={**headers, "Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
         assert r.status_code == 400, r.text
     nested = "[" * 3000 + "]" * 3000
     status, body = await gql(

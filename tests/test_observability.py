@@ -15,11 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from taskroute.observability import metrics
 from taskroute.observability.logs import JsonFormatter
 
-from .helpers import Api, tasks_of
+from .helpers import ADMIN_TOKEN, Api, tasks_of
 
 
 async def scrape(api: Api) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    r = await api.http.get("/metrics")
+    r = await api.http.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain")
     out = {}
@@ -45,7 +45,11 @@ async def test_request_id_in_and_out(api: Api) -> None:
     # Error responses carry it too (GraphQL and REST).
     r = await api.http.post("/v1/tasks/next", headers={"X-Request-ID": "rest-err"})
     assert r.status_code == 401 and r.headers["x-request-id"] == "rest-err"
-    headers = {"X-Request-ID": "gql-err", "Content-Type": "application/json"}
+    headers = {
+        "X-Request-ID": "gql-err",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {ADMIN_TOKEN}",
+    }
     r = await api.http.post("/graphql", content=b"{", headers=headers)
     assert r.status_code == 400 and r.headers["x-request-id"] == "gql-err"
 
@@ -84,6 +88,20 @@ async def test_readyz_reports_checks(api: Api) -> None:
     r = await api.http.get("/readyz")
     assert r.status_code == 200
     assert r.json() == {"status": "ready", "checks": {"database": "ok", "listener": "ok"}}
+
+
+async def test_metrics_need_a_scraper_token(api: Api) -> None:
+    """/metrics names customers' skills and backlogs: never served anonymously."""
+    customer = await api.create_customer()
+    for headers in (
+        {},
+        {"Authorization": "Bearer nope"},
+        {"Authorization": f"Bearer {customer['token']}"},
+    ):
+        r = await api.http.get("/metrics", headers=headers)
+        assert r.status_code == 401, headers
+        assert r.json()["error"]["code"] == "UNAUTHENTICATED"
+        assert "taskroute_" not in r.text
 
 
 async def test_metrics(api: Api, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -41,7 +42,11 @@ async def test_pool_exhausted_requests_fail_cleanly_then_recover(
     customer = await api.create_customer()
     blocked = await api.create_expert(["s"], name="blocked")
     other = await api.create_expert(["s"], name="other")
+    cold = await api.create_expert(["s"], name="cold")
     await api.create_project(customer["token"], tasks_of("s", 5))
+    # `other` has authenticated before (its credential is cached); `cold` has not.
+    r = await api.rest("POST", f"/v1/assignments/{uuid.uuid4()}/heartbeat", other["token"])
+    assert r.status_code == 404
 
     locker = await asyncpg.connect(database_url)
     tx = locker.transaction()
@@ -79,6 +84,20 @@ async def test_pool_exhausted_requests_fail_cleanly_then_recover(
         assert "busy" in body["errors"][0]["message"]
         assert r.headers["retry-after"] == "1"
         assert waited >= POOL_TIMEOUT * 0.9
+
+        # A credential not cached yet needs the database to authenticate: the whole request
+        # is refused up front, 503 UNAVAILABLE with Retry-After (nothing was parsed or run).
+        r = await api.http.post(
+            "/graphql",
+            json={"query": "mutation { claimNextTask { assignmentId } }"},
+            headers={
+                "Authorization": f"Bearer {cold['token']}",
+                "Accept": "application/graphql-response+json",
+            },
+        )
+        assert r.status_code == 503, r.text
+        assert r.json()["errors"][0]["extensions"]["code"] == "UNAVAILABLE"
+        assert r.headers["retry-after"] == "1"
 
         # REST: 503 with the JSON error body.
         r = await api.rest("POST", "/v1/tasks/next", other["token"])

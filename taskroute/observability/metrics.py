@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 import time
@@ -31,7 +32,7 @@ from prometheus_client import (
 )
 from prometheus_client import multiprocess as _mp
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from taskroute.db.queries import Q
 from taskroute.errors import TaskrouteError
@@ -143,8 +144,22 @@ def _registry() -> CollectorRegistry | None:
     return registry
 
 
+def _scraper_allowed(request: Request, settings: Any) -> bool:
+    """The metrics token or the admin token, compared in constant time."""
+    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return False
+    given = token.strip().encode()
+    allowed = [t for t in (settings.metrics_token, settings.admin_token) if t]
+    return any(hmac.compare_digest(given, t.encode()) for t in allowed)
+
+
 async def metrics_endpoint(request: Request) -> Response:
     services: Services = request.state.services
+    if not _scraper_allowed(request, services.settings):
+        message = "/metrics needs Authorization: Bearer <metrics or admin token>"
+        body = {"error": {"code": "UNAUTHENTICATED", "message": message}}
+        return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
     pool = services.db.pool
     POOL_SIZE.labels("total").set(pool.get_size())
     POOL_SIZE.labels("idle").set(pool.get_idle_size())

@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 # Batches of this many tasks or more are ingested in the background (202 / accepted: true).
 ASYNC_MIN_TASKS = 100
+# What a customer is told about a failed attempt (details are for the operators' log).
+STORE_DOWN = "the object store is unavailable; the batch is retried automatically"
+INTERNAL_FAILURE = "an internal error interrupted this batch; the operators have the details"
+
 # Unexpected (non object-store) errors fail a job after this many consecutive attempts;
 # object-store errors are retried for as long as the store is down.
 MAX_UNEXPECTED_ATTEMPTS = 10
@@ -176,7 +180,9 @@ class IngestWorker:
                 await tx.commit()
             except BlobStoreError as exc:
                 await tx.rollback()
-                await self._attempt_failed(conn, job_id, f"object store: {exc}", None)
+                await self._attempt_failed(
+                    conn, job_id, STORE_DOWN, f"object store: {exc}", None
+                )
             except (asyncpg.PostgresConnectionError, OSError, asyncio.CancelledError):
                 await _quiet_rollback(tx)
                 raise  # shutdown, or the database itself: the run loop waits and retries
@@ -186,20 +192,31 @@ class IngestWorker:
                     raise
                 log.exception("ingest of job %s failed", job_id)
                 await self._attempt_failed(
-                    conn, job_id, f"{type(exc).__name__}: {exc}", MAX_UNEXPECTED_ATTEMPTS
+                    conn,
+                    job_id,
+                    INTERNAL_FAILURE,
+                    f"{type(exc).__name__}: {exc}",
+                    MAX_UNEXPECTED_ATTEMPTS,
                 )
         return True
 
     async def _attempt_failed(
-        self, conn: asyncpg.Connection, job_id: UUID | None, error: str, max_attempts: int | None
+        self,
+        conn: asyncpg.Connection,
+        job_id: UUID | None,
+        reason: str,
+        error: str,
+        max_attempts: int | None,
     ) -> None:
+        """Record a failed attempt. The customer reads `reason` (`project { ingest { error } }`);
+        the details (paths, errno, exception text) go to the log only."""
         if job_id is None:
             return
         s = self.settings
         row = await conn.fetchrow(
             Q["ingest_job_attempt_failed"],
             job_id,
-            error[:2000],
+            reason,
             s.ingest_retry_base,
             s.ingest_retry_max,
             max_attempts,

@@ -43,6 +43,9 @@ class Context:
         return self.services.settings
 
     async def viewer(self) -> Viewer:
+        if self._viewer is None and self.request is not None:
+            # HTTP requests were authenticated before parsing (graphql_http.py)
+            self._viewer = getattr(self.request.state, "viewer", None)
         if self._viewer is None:
             self._viewer = await authenticate(
                 self.db,
