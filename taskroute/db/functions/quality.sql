@@ -167,6 +167,7 @@ DECLARE
     v_confidence real;
     v_want integer := 0;
 BEGIN
+    PERFORM 1 FROM ({{ item_lock(p_item) }}) l;
     {{ item_lock_state(p_item) }} INTO st;
     v_weighted := st.resolution = 'weighted';
     v_live := st.project_status = 'active';

@@ -106,10 +106,10 @@ UPDATE expert_skills
 SET gold_seen = gold_seen + 1,
     gold_correct = gold_correct + $3::boolean::int,
     quality = (1 + gold_correct + $3::boolean::int)::real / (2 + gold_seen + 1),
-    pause_llr = taskroute_pause_llr(
+    pause_llr = coalesce(taskroute_pause_llr(
         gold_correct + $3::boolean::int - pause_correct_from,
         gold_seen + 1 - pause_check_from - (gold_correct + $3::boolean::int - pause_correct_from),
-        $4, $5)
+        $4, $5), 0)
 WHERE expert_id = $1 AND skill = $2
 RETURNING gold_seen, gold_correct, quality, status, pause_check_from, pause_correct_from,
           pause_llr;
@@ -156,9 +156,15 @@ released_assignments AS (
 )
 SELECT id, skill, project_id, status, min_quality FROM released;
 
+-- name: item_lock
+-- $1 item_id. Locks the item: serialises the resolution of its racing last answers.
+SELECT id FROM items WHERE id = $1 FOR NO KEY UPDATE
+
 -- name: item_lock_state
--- $1 item_id. Locks the item (serialises the resolution of its racing last answers) and reads
--- what resolving it needs: policy, live normal slots, live adjudication, the current result.
+-- $1 item_id. What resolving the item needs: policy, live normal slots, the current result.
+-- Run after item_lock, as its own statement: a statement that waited for the lock reads the
+-- other tables as of its start, so counts and versions written by the racing submit that held
+-- the lock would be missed (two answers 3 ms apart each saw the other's slot as still live).
 SELECT i.id AS item_id, i.project_id, p.redundancy, p.status AS project_status,
        q.answer_field, q.agreement_threshold, q.adjudication_min_quality, q.adjudicate,
        q.resolution, q.answer_choices, q.confidence_threshold,
@@ -171,8 +177,7 @@ FROM items i
 JOIN projects p ON p.id = i.project_id
 JOIN project_quality q ON q.project_id = i.project_id
 LEFT JOIN item_results r ON r.item_id = i.id
-WHERE i.id = $1
-FOR NO KEY UPDATE OF i;
+WHERE i.id = $1;
 
 -- name: items_lock_many
 -- $1 item ids. Locks items in id order (retraction; deadlock-free against single-item locks).
