@@ -18,9 +18,18 @@ admin and customer paths around them.
 - Exploration: an expert with no gold answers yet in a skill keeps the quality the admin gave
   at creation (default 1.0), so a new expert is admitted by trust; the onboarding gold share
   makes the first gold answers, which replace that trust, arrive early.
-- Pausing: once an expert has `pause_min_gold` gold answers (counted since their last unpause)
-  and the estimate is below `pause_below`, the skill is paused (status, reason, time) and their
-  live claims on it are released. Admins unpause.
+- Pausing ('sequential', the default): after each gold answer, the likelihood ratio of the gold
+  answers since the last unpause, "accuracy below `pause_below`" (a mixture over 64 accuracies)
+  against "accuracy `trusted_accuracy`", is kept in `expert_skills.pause_llr`; at 1 / `pause_risk`
+  (and >= `pause_min_gold` answers) the skill is paused and the live claims released. An expert
+  at or above trusted_accuracy is ever paused with probability <= pause_risk (Ville). Adaptive
+  gold share: `suspect_gold_ratio` while the ratio is above 1, `proven_gold_ratio` once it is
+  below pause_risk. 'fixed' keeps the old rule (>= pause_min_gold gold answers and an estimate
+  below pause_below). Admins unpause; the test restarts from no evidence.
+- Weighted resolution (`resolution: weighted`): answers weigh the log-odds of their expert's
+  measured accuracy; an item resolves once its best answer's probability reaches
+  `confidence_threshold`, else asks for one more answer up to the redundancy (dynamic overlap,
+  items start with `min_answers` slots). Details: functions/quality.sql taskroute_resolve_item.
 - Agreement: once an item has k valid answers, the share of the majority answer (compared on
   `answer_field`, or whole) at or above `agreement_threshold` resolves it; a tie for the top
   never does. Otherwise one adjudication task (same skill, `adjudication_min_quality`, never to
