@@ -37,8 +37,10 @@ async def add_history(
     expert_id: str,
     skill: str,
     minutes_ago: list[float],
+    on_task: float = 10.0,
 ) -> None:
-    """Mark open tasks of `project_id` done, submitted by the expert at the given times."""
+    """Mark open tasks of `project_id` done, submitted by the expert at the given times, each
+    claimed `on_task` minutes before its submission."""
     async with db.transaction():
         for ago in minutes_ago:
             task = await db.fetchrow(
@@ -52,7 +54,8 @@ async def add_history(
                 "INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, status,"
                 " claimed_at, lease_until, answer, submitted_at, receipt_id, pay_cents)"
                 " VALUES (gen_random_uuid(), $1, $2, $3, $4, 'submitted',"
-                " now() - make_interval(secs => ($5::float8 + 10) * 60), now(), '{}'::jsonb,"
+                " now() - make_interval(secs => ($5::float8 + $6::float8) * 60), now(),"
+                " '{}'::jsonb,"
                 " now() - make_interval(secs => $5::float8 * 60), gen_random_uuid(), 0)"
                 " RETURNING id",
                 task["id"],
@@ -60,6 +63,7 @@ async def add_history(
                 project_id,
                 expert_id,
                 ago,
+                on_task,
             )
             await db.execute(
                 "UPDATE tasks SET status = 'done', assignment_id = $2 WHERE id = $1",

@@ -632,7 +632,8 @@ class AdminMutationAudit(SchemaExtension):
                 continue
             variables = ctx.variables or {}
             args = {
-                a.name.value: value_from_ast_untyped(a.value, variables) for a in node.arguments
+                a.name.value: value_from_ast_untyped(a.value, variables)
+                for a in node.arguments or ()  # None for a field written without arguments
             }
             subject = next(
                 (args[k] for k in ("expertId", "payoutId", "projectId", "id") if k in args),
