@@ -18,6 +18,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from taskroute import rest
+from taskroute.admission import Admission
 from taskroute.config import Settings
 from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
 from taskroute.db.migrate import migrate_url
@@ -124,7 +125,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             url, embedded = start_embedded_postgres(settings.data_dir)
         await migrate_url(url)
         pool = await create_pool(url, settings.pool_min, settings.pool_max)
-        services = Services(Database(pool, settings.pool_timeout), settings)
+        admission = Admission(
+            settings.pool_max, settings.admission_queue, settings.admission_claim_queue
+        )
+        services = Services(Database(pool, settings.pool_timeout, admission), settings)
         listener = PostgresNotifyBackend(
             url,
             probe_interval=settings.listen_probe_interval,

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from taskroute.admission import Admission, Priority
 from taskroute.errors import TaskrouteError, Unavailable
 
 log = logging.getLogger(__name__)
@@ -83,14 +84,37 @@ def _is_lost(conn: asyncpg.Connection) -> bool:
 
 
 class Database:
-    """The pool plus the policy for waiting on it: wait up to `timeout`, then UNAVAILABLE."""
+    """The pool plus the policy for waiting on it: wait up to `timeout`, then UNAVAILABLE.
 
-    def __init__(self, pool: asyncpg.Pool, timeout: float) -> None:
+    With an `admission` gate (the server has one; see admission.py), a request whose line is
+    full is refused at once and freed connections go to heartbeats and submits first."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, timeout: float, admission: Admission | None = None
+    ) -> None:
         self.pool = pool
         self.timeout = timeout
+        self.admission = admission
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def connection(
+        self, priority: Priority = Priority.DEFAULT
+    ) -> AsyncIterator[asyncpg.Connection]:
+        gate = self.admission
+        if gate is not None:
+            try:
+                await gate.acquire(priority, self.timeout)
+            except TimeoutError as exc:
+                raise Unavailable("the database is busy; try again shortly") from exc
+        try:
+            async with self._pooled() as conn:
+                yield conn
+        finally:
+            if gate is not None:
+                gate.release()
+
+    @asynccontextmanager
+    async def _pooled(self) -> AsyncIterator[asyncpg.Connection]:
         try:
             conn = await self.pool.acquire(timeout=self.timeout)
         except TimeoutError as exc:
@@ -137,8 +161,10 @@ class Database:
         ):
             yield Snapshot(conn)
 
-    async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
-        async with self.connection() as conn:
+    async def fetchrow(
+        self, query: str, *args: Any, priority: Priority = Priority.DEFAULT
+    ) -> asyncpg.Record | None:
+        async with self.connection(priority) as conn:
             return await conn.fetchrow(query, *args)
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:

@@ -85,6 +85,18 @@ INGEST_LAG = Gauge(
     **_GAUGE_MODE,
 )
 POOL_SIZE = Gauge("taskroute_db_pool_connections", "Pooled connections", ["state"], **_GAUGE_MODE)
+# Admission (admission.py): requests refused at once, and requests waiting at scrape time.
+ADMISSION_SHED = Counter(
+    "taskroute_admission_shed_total",
+    "Requests refused at once (UNAVAILABLE) because their line for a connection was full",
+    ["priority"],
+)
+ADMISSION_WAITING = Gauge(
+    "taskroute_admission_waiting",
+    "Requests waiting for a database connection, by priority",
+    ["priority"],
+    **({"multiprocess_mode": "livesum"} if MULTIPROCESS else {}),
+)
 
 # Seconds between database queries for the scrape-time gauges.
 DB_GAUGE_TTL = 10.0
@@ -163,6 +175,10 @@ async def metrics_endpoint(request: Request) -> Response:
     pool = services.db.pool
     POOL_SIZE.labels("total").set(pool.get_size())
     POOL_SIZE.labels("idle").set(pool.get_idle_size())
+    admission = services.db.admission
+    if admission is not None:
+        for priority, n in admission.waiting_by_priority().items():
+            ADMISSION_WAITING.labels(priority.name.lower()).set(n)
     try:
         await asyncio.wait_for(_db_gauges.refresh(services), DB_GAUGE_TIMEOUT + 1)
     except TimeoutError:

@@ -10,6 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
+from taskroute.admission import Priority
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import (
@@ -37,6 +38,8 @@ class ClaimedTask:
     payload: Any
     # Set instead of `payload` when the payload is too large to travel inline (payloads.py).
     payload_url: str | None = None
+    # What an answer must be (JSON Schema: the item's, else the project's); None: any JSON.
+    answer_schema: Any = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,13 @@ class Receipt:
 def _claim_from_row(row: asyncpg.Record) -> Claim:
     payload, payload_url = payloads.deliver(row)
     task = ClaimedTask(
-        row["task_id"], row["project_id"], row["skill"], row["priority"], payload, payload_url
+        row["task_id"],
+        row["project_id"],
+        row["skill"],
+        row["priority"],
+        payload,
+        payload_url,
+        row["answer_schema"],
     )
     return Claim(row["assignment_id"], row["lease_until"], task)
 
@@ -82,7 +91,13 @@ async def claim_next(
     (only from `project_id` when given). One round trip: `taskroute_claim` (functions/claims.sql)
     holds the whole rule; gold is drawn with probability from the project's gold share."""
     row = await db.fetchrow(
-        Q["claim_call"], expert_id, skills, project_id, random.random(), SWEEP_BATCH
+        Q["claim_call"],
+        expert_id,
+        skills,
+        project_id,
+        random.random(),
+        SWEEP_BATCH,
+        priority=Priority.CLAIM,  # new work waits behind work in progress, and is shed first
     )
     assert row is not None
     outcome = row["outcome"]
@@ -106,7 +121,9 @@ async def claim_next(
 
 async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease:
     """Extends the lease (one round trip: `taskroute_heartbeat`)."""
-    row = await db.fetchrow(Q["heartbeat_call"], assignment_id, expert_id)
+    row = await db.fetchrow(
+        Q["heartbeat_call"], assignment_id, expert_id, priority=Priority.PROTECT
+    )
     assert row is not None
     outcome = row["outcome"]
     if outcome == "extended":
@@ -131,7 +148,9 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
         raise BadInput("answer is required", field="answer")
     json_value(answer, "answer", MAX_ANSWER_BYTES)
     # One round trip: `taskroute_submit` stores, pays and does the quality bookkeeping.
-    row = await db.fetchrow(Q["submit_call"], assignment_id, expert_id, answer)
+    row = await db.fetchrow(
+        Q["submit_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
+    )
     assert row is not None
     outcome = row["outcome"]
     if outcome == "not_found":

@@ -17,7 +17,9 @@ def error_response(exc: TaskrouteError) -> JSONResponse:
     body: dict[str, Any] = {"code": exc.code, "message": exc.message}
     if exc.details:
         body["details"] = exc.details
-    return JSONResponse({"error": body}, status_code=exc.http_status)
+    # A retryable refusal (busy, overloaded, restarting) says when to come back, like GraphQL.
+    headers = {"Retry-After": "1"} if exc.code == "UNAVAILABLE" else None
+    return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
 
 
 def services(request: Request) -> Services:

@@ -1,0 +1,150 @@
+"""Past capacity (issue 19): claims are refused at once, work in progress is served first.
+
+Two claims of one expert whose row we lock from outside hold both pooled connections (as in
+test_pool.py). Behind them one claim waits (the claim line holds one), so the next claim is
+refused at once: 503 / UNAVAILABLE with Retry-After, although the pool timeout is a minute.
+A submit and a heartbeat queued after the waiting claim still get the freed connections first,
+and nothing is lost: every admitted request completes, the refused ones changed nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest_asyncio
+
+from .conftest import InProcessServer
+from .conftest import test_settings as make_settings
+from .helpers import ADMIN_TOKEN, Api, tasks_of
+
+CLAIM = "mutation { claimNextTask { assignmentId } }"
+
+
+@pytest_asyncio.fixture
+async def tight_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    settings = make_settings(
+        database_url, tmp_path, pool_min=2, pool_max=2,
+        pool_timeout=60.0,  # nobody times out here: a refusal can only be the admission's
+        admission_queue=10, admission_claim_queue=1, sweep_interval=60.0,
+        routing_interval=60.0, forecast_interval=60.0,
+    )  # fmt: skip
+    srv = InProcessServer(settings)
+    await srv.start()
+    async with Api(srv.url) as api:
+        yield api
+    await srv.stop()
+
+
+async def _waiting(api: Api) -> dict[str, float]:
+    r = await api.http.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert r.status_code == 200, r.text
+    found = re.findall(r'^taskroute_admission_waiting\{priority="(\w+)"\} (\S+)$', r.text, re.M)
+    return {k: float(v) for k, v in found}
+
+
+async def _until(api: Api, what: str, **expected: float) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        waiting = await _waiting(api)
+        if all(waiting.get(k) == v for k, v in expected.items()):
+            return
+        assert time.monotonic() < deadline, f"{what}: {waiting}"
+        await asyncio.sleep(0.02)
+
+
+async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
+    tight_api: Api, database_url: str, db: asyncpg.Connection
+) -> None:
+    api = tight_api
+    customer = await api.create_customer()
+    blocked = await api.create_expert(["s"], name="blocked")
+    submitter = await api.create_expert(["s"], name="submitter")
+    beater = await api.create_expert(["s"], name="beater")
+    waiter = await api.create_expert(["s"], name="waiter")
+    refused = await api.create_expert(["s"], name="refused")
+    await api.create_project(customer["token"], tasks_of("s", 10))
+    held = await api.claim(submitter["token"])
+    leased = await api.claim(beater["token"])
+    assert held is not None and leased is not None
+    # Authenticated once, so their credentials are cached: refusals below come from the
+    # admission gate in front of the pool, not from a credential look-up.
+    assert (await api.rest("GET", "/v1/realtime/status", waiter["token"])).status_code < 500
+    assert (await api.rest("GET", "/v1/realtime/status", refused["token"])).status_code < 500
+    await _waiting(api)  # the scrape's own database gauges are fresh before the pool fills
+
+    locker = await asyncpg.connect(database_url)
+    tx = locker.transaction()
+    await tx.start()
+    await locker.execute("SELECT 1 FROM experts WHERE id = $1 FOR UPDATE", blocked["id"])
+    try:
+        holders = [asyncio.create_task(api.claim(blocked["token"])) for _ in range(2)]
+        deadline = time.monotonic() + 20
+        while (
+            await db.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            )
+            < 2
+        ):
+            assert time.monotonic() < deadline, "the two claims never blocked"
+            await asyncio.sleep(0.02)
+
+        # One claim waits (the claim line holds one) ...
+        waiting_claim = asyncio.create_task(api.claim(waiter["token"]))
+        await _until(api, "the claim never queued", claim=1)
+
+        # ... so the next claim is refused at once, over GraphQL and REST alike.
+        auth = {"Authorization": f"Bearer {refused['token']}"}
+        r = await api.http.post("/graphql", json={"query": CLAIM}, headers=auth)
+        body = r.json()
+        assert body["data"] == {"claimNextTask": None}
+        assert body["errors"][0]["extensions"] == {"code": "UNAVAILABLE", "reason": "overloaded"}
+        assert r.headers["retry-after"] == "1"
+        r = await api.rest("POST", "/v1/tasks/next", refused["token"])
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "UNAVAILABLE"
+        assert r.json()["error"]["details"] == {"reason": "overloaded"}
+        assert r.headers["retry-after"] == "1"
+
+        # Work in progress still queues, behind the waiting claim in time but not in rank.
+        submit = asyncio.create_task(
+            api.submit(submitter["token"], held["assignmentId"], {"label": "x"})
+        )
+        beat = asyncio.create_task(api.heartbeat(beater["token"], leased["assignmentId"]))
+        await _until(api, "the submit and heartbeat never queued", claim=1, protect=2)
+        assert not waiting_claim.done() and not submit.done() and not beat.done()
+    finally:
+        await tx.rollback()
+        await locker.close()
+
+    claims = await asyncio.wait_for(asyncio.gather(*holders), 30)
+    receipt, lease, got = await asyncio.wait_for(asyncio.gather(submit, beat, waiting_claim), 30)
+    assert claims[0] is not None and claims[0] == claims[1]
+    assert got is not None and receipt["assignmentId"] == held["assignmentId"]
+    assert lease["assignmentId"] == leased["assignmentId"]
+
+    # The two freed connections went to the submit and the heartbeat; the claim that had been
+    # waiting longer ran only after one of them finished.
+    times = await db.fetchrow(
+        "SELECT (SELECT submitted_at FROM assignments WHERE id = $1) AS submitted,"
+        " (SELECT lease_until FROM assignments WHERE id = $2) AS beaten,"
+        " (SELECT claimed_at FROM assignments WHERE id = $3) AS waited_claimed,"
+        " (SELECT lease_until FROM assignments WHERE id = $3) AS waited_lease",
+        held["assignmentId"], leased["assignmentId"], got["assignmentId"],
+    )  # fmt: skip
+    assert times["submitted"] < times["waited_claimed"]
+    assert times["beaten"] <= times["waited_lease"]
+
+    # Nothing lost, nothing doubled: the refused expert holds nothing and can claim now.
+    assert await db.fetchval(
+        "SELECT count(*) FROM assignments a JOIN experts e ON e.id = a.expert_id"
+        " WHERE e.name = 'refused'"
+    ) == 0  # fmt: skip
+    assert await db.fetchval("SELECT count(*) FROM payouts") == 1
+    assert await api.claim(refused["token"]) is not None
+    assert await _waiting(api) == {"protect": 0, "default": 0, "claim": 0}
