@@ -9,7 +9,6 @@ every process drop their tokens, which stop authenticating (`credential_lookup`)
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, Conflict, NotFound
 from taskroute.realtime import notify
+from taskroute.resolvers import cursors
 from taskroute.resolvers import validation as v
 
 PAGE_MAX = 200
@@ -157,21 +157,13 @@ async def create_expert(
 
 
 def encode_cursor(kind: str, row: Any) -> str:
-    raw = f"{kind}:{row['created_at'].isoformat()}|{row['id']}"
-    return base64.urlsafe_b64encode(raw.encode()).decode()
+    return cursors.encode(kind, f"{row['created_at'].isoformat()}|{row['id']}")
 
 
 def decode_cursor(kind: str, raw: str | None) -> tuple[datetime | None, UUID | None]:
     if raw is None:
         return None, None
-    try:
-        got, _, rest = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
-        at, _, rid = rest.partition("|")
-        if got == kind:
-            return datetime.fromisoformat(at), UUID(rid)
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise BadInput("after is not a cursor from this listing", field="after")
+    return cursors.decode_keyset(raw, kind)
 
 
 def _search(raw: Any) -> str | None:

@@ -20,7 +20,7 @@ import asyncpg
 from taskroute.blobs import BlobStore, BlobStoreError, open_blob_store
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound, ProjectCanceled, Unavailable
-from taskroute.resolvers import ingest, payloads, projects
+from taskroute.resolvers import cursors, ingest, payloads, projects
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 if TYPE_CHECKING:
@@ -126,14 +126,8 @@ async def audit_page(
     limit: int,
 ) -> tuple[list[asyncpg.Record], str | None]:
     """Entries after the cursor `after`, oldest first, and the cursor of the next page."""
-    if not 1 <= limit <= AUDIT_PAGE_MAX:
-        raise BadInput(f"limit must be between 1 and {AUDIT_PAGE_MAX}", field="limit")
-    if after is None or after == "":
-        after_seq = 0
-    elif after.isdigit() and len(after) < 19:
-        after_seq = int(after)
-    else:
-        raise BadInput("after must be a cursor returned by auditLog", field="after")
+    limit = cursors.limit(limit, "limit", 1, AUDIT_PAGE_MAX)
+    after_seq = 0 if after is None or after == "" else cursors.seq(after)
     # a token limited to one project reads that project's log only
     project_id = project_id or getattr(customer_scope, "project_id", None)
     if project_id is not None:

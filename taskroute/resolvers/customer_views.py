@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,6 +12,7 @@ import asyncpg
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput
+from taskroute.resolvers import cursors
 from taskroute.resolvers import validation as v
 
 PROJECT_STATUSES = ("ingesting", "active", "canceled")
@@ -26,21 +26,13 @@ class ProjectPage:
 
 
 def encode_cursor(row: Any) -> str:
-    raw = f"project:{row['created_at'].isoformat()}|{row['id']}"
-    return base64.urlsafe_b64encode(raw.encode()).decode()
+    return cursors.encode("project", f"{row['created_at'].isoformat()}|{row['id']}")
 
 
 def decode_cursor(raw: str | None) -> tuple[datetime | None, UUID | None]:
     if raw is None:
         return None, None
-    try:
-        kind, _, rest = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
-        at, _, pid = rest.partition("|")
-        if kind == "project":
-            return datetime.fromisoformat(at), UUID(pid)
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise BadInput("after is not a cursor from this listing", field="after")
+    return cursors.decode_keyset(raw, "project")
 
 
 async def projects_page(

@@ -7,7 +7,6 @@ Who sees what: admins everything; an expert their own lines; a customer their pr
 
 from __future__ import annotations
 
-import base64
 import csv
 import io
 from collections.abc import AsyncIterator
@@ -21,6 +20,7 @@ from taskroute.auth import Viewer
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import AlreadyReversed, BadInput, NotFound
+from taskroute.resolvers import cursors
 from taskroute.resolvers import validation as v
 
 PAGE_MAX = 500
@@ -53,19 +53,13 @@ class Page:
 
 
 def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"payout:{seq}".encode()).decode()
+    return cursors.encode("payout", str(seq))
 
 
 def decode_cursor(raw: str | None) -> int:
     if raw is None:
         return 0
-    try:
-        kind, _, seq = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
-        if kind == "payout" and seq.isdigit():
-            return int(seq)
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise BadInput("after is not a cursor from this listing", field="after")
+    return cursors.decode_seq(raw, "payout")
 
 
 async def scope_for(

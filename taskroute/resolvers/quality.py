@@ -57,7 +57,7 @@ from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound, Unavailable
 from taskroute.realtime import notify
-from taskroute.resolvers import payloads
+from taskroute.resolvers import cursors, payloads
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import canonical_json
 
@@ -171,8 +171,8 @@ async def retract(
 ) -> Retraction:
     skill = None if skill is None else v.skill(skill)
     reason = v.text(reason, "reason", 1000)
-    if since is not None and since.tzinfo is None:
-        raise BadInput("since must carry a time zone", field="since")
+    if since is not None:
+        since = cursors.instant(since, "since")
     async with db.transaction() as conn:
         if not await conn.fetch(Q["expert_skills_of"], expert_id):
             raise NotFound("no such expert")
@@ -357,9 +357,7 @@ def parse_result_cursor(after: str | None) -> UUID | None:
 def parse_change_cursor(after: str | None) -> int:
     if after is None or after == "":
         return 0
-    if not after.isdigit():
-        raise BadInput("after must be a cursor returned by resultChanges", field="after")
-    return int(after)
+    return cursors.seq(after)
 
 
 async def results_page(

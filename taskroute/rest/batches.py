@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.errors import BadInput
-from taskroute.resolvers import batches, ingest, payloads
+from taskroute.resolvers import batches, cursors, ingest, payloads
 from taskroute.resolvers import validation as v
 
 from .common import json_body, services, viewer
@@ -66,16 +66,14 @@ def _uuid_param(request: Request, name: str, what: str) -> Any:
 async def audit_log(request: Request) -> Response:
     scope = (await viewer(request)).customer_scope()
     s = services(request)
-    raw_limit = request.query_params.get("limit", "100")
-    if not raw_limit.isdigit():
-        raise BadInput("limit must be an integer", field="limit")
+    raw_limit = cursors.limit(request.query_params.get("limit", "100"), "limit", 1, 10**9)
     rows, next_cursor = await batches.audit_page(
         s,
         scope,
         _uuid_param(request, "project_id", "project"),
         _uuid_param(request, "expert_id", "expert"),
         request.query_params.get("after"),
-        int(raw_limit),
+        raw_limit,
     )
     entries = [
         {

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from taskroute.auth import parse_id
 from taskroute.db.pool import Database
 from taskroute.errors import BadInput
-from taskroute.resolvers import batches, projects, quality
+from taskroute.resolvers import batches, cursors, projects, quality
 
 from .common import json_body, services, viewer
 
@@ -69,7 +69,7 @@ async def result_changes(request: Request) -> Response:
         services(request).db,
         project_id,
         request.query_params.get("after"),
-        int(first) if first.isdigit() else -1,
+        cursors.limit(first, "limit", 1, quality.MAX_PAGE),
     )
     changes = [
         {

@@ -9,7 +9,6 @@ mutation whose domain function does not write its own (pauses, retractions, reve
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -22,8 +21,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.relay import PageInfo
 
 from taskroute.auth import Viewer, hash_token, load_viewer, parse_bearer, parse_id
-from taskroute.errors import BadInput
-from taskroute.resolvers import accounts
+from taskroute.resolvers import accounts, cursors
 
 from .context import Context
 
@@ -260,19 +258,13 @@ def _page_info(edges: list[Any], has_next: bool, after: str | None) -> PageInfo:
 
 
 def _audit_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"audit:{seq}".encode()).decode()
+    return cursors.encode("audit", str(seq))
 
 
 def _audit_after(raw: str | None) -> int:
     if raw is None:
         return 0
-    try:
-        kind, _, seq = base64.urlsafe_b64decode(raw.encode()).decode().partition(":")
-        if kind == "audit" and seq.isdigit():
-            return int(seq)
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise BadInput("after is not a cursor from this listing", field="after")
+    return cursors.decode_seq(raw, "audit")
 
 
 def _opt_id(raw: strawberry.ID | None, what: str) -> Any:
