@@ -21,6 +21,7 @@ from taskroute.blobs import BlobStore, BlobStoreError, open_blob_store
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound, ProjectCanceled, Unavailable
 from taskroute.resolvers import cursors, ingest, payloads, projects
+from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ async def add_tasks(
     if len(specs) < ingest.ASYNC_MIN_TASKS:
         # Check before writing blobs, so a wrong project id stores nothing at all.
         async with db.transaction() as conn:
-            await _lock_project(conn, project_id, customer_id)
+            project = await _lock_project(conn, project_id, customer_id)
+        v.check_gold(specs, project["answer_schema"])
         refs = await _store_or_unavailable(services, specs)
         async with db.transaction() as conn:
             project = await _lock_project(conn, project_id, customer_id)
@@ -110,6 +112,7 @@ async def add_tasks(
         return Added(project, accepted=False, added=added)
     async with db.transaction() as conn:
         project = await _lock_project(conn, project_id, customer_id)
+        v.check_gold(specs, project["answer_schema"])
         job = await ingest.enqueue(
             conn, project_id, customer_id, "add", specs, services.settings.ingest_chunk_tasks
         )

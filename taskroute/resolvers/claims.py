@@ -22,7 +22,7 @@ from taskroute.errors import (
 )
 from taskroute.observability import metrics
 from taskroute.realtime import notify
-from taskroute.resolvers import payloads
+from taskroute.resolvers import answer_schema, payloads
 from taskroute.resolvers.validation import json_value
 
 MAX_ANSWER_BYTES = 256 * 1024
@@ -147,11 +147,21 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
     if answer is None:
         raise BadInput("answer is required", field="answer")
     json_value(answer, "answer", MAX_ANSWER_BYTES)
-    # One round trip: `taskroute_submit` stores, pays and does the quality bookkeeping.
+    # One round trip: `taskroute_submit` stores, pays and does the quality bookkeeping, unless
+    # the item or project has an answer schema: then the statement only returns the schema,
+    # the answer is checked here (BAD_INPUT naming its JSON path, nothing written, the lease
+    # stays) and a second statement submits. One more round trip only for those projects:
+    # JSON Schema is checked in Python, and which schema applies is known only from the row.
     row = await db.fetchrow(
-        Q["submit_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
+        Q["submit_checked_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
     )
     assert row is not None
+    if row["answer_schema"] is not None:
+        answer_schema.check(row["answer_schema"], answer, "answer")
+        row = await db.fetchrow(
+            Q["submit_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
+        )
+        assert row is not None
     outcome = row["outcome"]
     if outcome == "not_found":
         raise NotFound("no such assignment")

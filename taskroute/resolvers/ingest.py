@@ -45,8 +45,8 @@ MAX_UNEXPECTED_ATTEMPTS = 10
 
 
 def encode_chunk(specs: Sequence[TaskSpec]) -> str:
-    """One line per task: `[skill, priority, external_id, gold, required_capabilities]` TAB
-    canonical payload JSON.
+    """One line per task: `[skill, priority, external_id, gold, required_capabilities,
+    answer_schema]` TAB canonical payload JSON.
 
     The payload's canonical JSON is kept verbatim (no second encoding, and the worker hashes
     the very bytes the request was validated with: the same blob key as the synchronous
@@ -54,7 +54,14 @@ def encode_chunk(specs: Sequence[TaskSpec]) -> str:
     """
     return "\n".join(
         json.dumps(
-            [s.skill, s.priority, s.external_id, s.gold, list(s.required_capabilities)],
+            [
+                s.skill,
+                s.priority,
+                s.external_id,
+                s.gold,
+                list(s.required_capabilities),
+                s.answer_schema,
+            ],
             separators=(",", ":"),
         )
         + "\t"
@@ -67,7 +74,8 @@ def decode_chunk(body: str) -> list[TaskSpec]:
     specs = []
     for line in body.split("\n"):
         meta, _, payload_json = line.partition("\t")
-        skill, priority, external_id, gold, caps = json.loads(meta)
+        # chunks stored before issue 13 have no answer schema (the 6th element)
+        skill, priority, external_id, gold, caps, *rest = json.loads(meta)
         specs.append(
             TaskSpec(
                 skill=skill,
@@ -77,6 +85,7 @@ def decode_chunk(body: str) -> list[TaskSpec]:
                 external_id=external_id,
                 gold=gold,
                 required_capabilities=tuple(caps),
+                answer_schema=rest[0] if rest else None,
             )
         )
     return specs

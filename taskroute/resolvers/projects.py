@@ -63,6 +63,13 @@ async def insert_tasks(
         )
     }
     fresh = [(i, s) for i, s in zip(ids, specs, strict=True) if i in new_ids]
+    own_schema = [(i, s) for i, s in fresh if s.answer_schema is not None]
+    if own_schema:
+        await conn.execute(
+            Q["items_set_answer_schema"],
+            [i for i, _ in own_schema],
+            [s.answer_schema for _, s in own_schema],
+        )
     if fresh:
         await conn.execute(
             Q["tasks_insert"],
@@ -107,6 +114,7 @@ async def insert_project(
         spec.redundancy,
         spec.max_retries,
         spec.heartbeat_timeout_seconds,
+        spec.answer_schema,
     )
     assert project is not None
     return project

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from taskroute.errors import BadInput
+from taskroute.resolvers import answer_schema
 
 SKILL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 PRIORITY_RANGE = (-1000, 1000)
@@ -31,6 +32,8 @@ class TaskSpec:
     gold: Any = None
     # capability tags the expert must carry (experts.capabilities)
     required_capabilities: tuple[str, ...] = ()
+    # JSON Schema for this item's answers, replacing the project's (None: the project's)
+    answer_schema: Any = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class ProjectSpec:
     # seconds of silence (no claim, no heartbeat) before a claim returns to the pool
     heartbeat_timeout_seconds: int = 300
     tasks: list[TaskSpec] = field(default_factory=list)
+    # JSON Schema every answer must match (None: any JSON)
+    answer_schema: Any = None
 
 
 def canonical_json(value: Any) -> str:
@@ -168,6 +173,7 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
         "external_id",
         "gold",
         "required_capabilities",
+        "answer_schema",
     }
     if unknown:
         raise BadInput(f"{where} has unknown fields: {sorted(unknown)}", field=where)
@@ -176,6 +182,9 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
     ext = raw.get("external_id")
     if ext is not None:
         ext = text(ext, f"{where}.external_id", EXTERNAL_ID_MAX)
+    schema = raw.get("answer_schema")
+    if schema is not None:
+        schema = answer_schema.check_schema(schema, f"{where}.answer_schema")
     return TaskSpec(
         skill=skill(raw.get("skill"), f"{where}.skill"),
         payload=raw["payload"],
@@ -186,7 +195,16 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
         required_capabilities=capabilities(
             raw.get("required_capabilities"), f"{where}.required_capabilities"
         ),
+        answer_schema=schema,
     )
+
+
+def check_gold(specs: list[TaskSpec], project_schema: Any) -> None:
+    """Every gold answer matches its item's answer schema (else the project's)."""
+    for i, s in enumerate(specs):
+        if s.gold is not None:
+            schema = project_schema if s.answer_schema is None else s.answer_schema
+            answer_schema.check(schema, s.gold, f"tasks[{i}].gold")
 
 
 def _gold(value: Any, where: str, max_bytes: int) -> Any:
@@ -268,11 +286,15 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         "heartbeat_timeout_seconds",
         "tasks",
         "priority_class",
+        "answer_schema",
     }
     unknown = set(raw) - allowed
     if unknown:
         raise BadInput(f"unknown fields: {sorted(unknown)}")
-    return ProjectSpec(
+    schema = raw.get("answer_schema")
+    if schema is not None:
+        schema = answer_schema.check_schema(schema, "answer_schema")
+    spec = ProjectSpec(
         name=text(raw.get("name"), "name", NAME_MAX),
         deadline=deadline(raw.get("deadline")),
         priority=priority_of(raw),
@@ -285,7 +307,10 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
             raw.get("heartbeat_timeout_seconds", 300), "heartbeat_timeout_seconds", 1, 7 * 86400
         ),
         tasks=task_specs(raw.get("tasks", []), max_tasks, max_payload_bytes),
+        answer_schema=schema,
     )
+    check_gold(spec.tasks, spec.answer_schema)
+    return spec
 
 
 def skills_filter(raw: Any) -> list[str] | None:

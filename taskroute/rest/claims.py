@@ -28,6 +28,7 @@ def _claim_json(c: claims.Claim) -> dict[str, Any]:
             "priority": t.priority,
             "payload": t.payload,
             "payload_url": t.payload_url,
+            "answer_schema": t.answer_schema,
         },
     }
 

@@ -47,6 +47,7 @@ async def get_project(request: Request) -> Response:
             "deadline": row["deadline"].isoformat() if row["deadline"] else None,
             "progress": progress,
             "ingest": ingest_state,
+            "answer_schema": row["answer_schema"],
         }
     )
 

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from taskroute.auth import parse_id
 from taskroute.db.pool import Database
 from taskroute.errors import BadInput
-from taskroute.resolvers import batches, cursors, projects, quality
+from taskroute.resolvers import answer_schema, batches, cursors, projects, quality
 
 from .common import json_body, services, viewer
 
@@ -117,6 +117,8 @@ async def add_gold(request: Request) -> Response:
     if not isinstance(body, dict) or "tasks" not in body:
         raise BadInput('the body must be {"tasks": [...]}', field="tasks")
     s = services(request)
+    project = await projects.get_project(s.db, project_id, None)  # owned: checked above
+    answer_schema.check_gold_items(body["tasks"], project["answer_schema"])  # issue 13
     added = await quality.add_gold_items(
         s.db,
         batches.blobs_of(s),

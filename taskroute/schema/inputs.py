@@ -27,6 +27,10 @@ class TaskInput:
     gold: JSON | None = None
     # capability tags an expert must carry to be offered this task
     required_capabilities: list[str] | None = None
+    answer_schema: JSON | None = strawberry.field(
+        default=None,
+        description="JSON Schema for this item's answers, replacing the project's answerSchema.",
+    )
 
 
 @strawberry.input
@@ -45,6 +49,11 @@ class CreateProjectInput:
     # silence (no claim, no heartbeat) after which a claim returns to the pool; capped by
     # the lease. Clients should heartbeat well within it (a third of it, say).
     heartbeat_timeout_seconds: int = 300
+    answer_schema: JSON | None = strawberry.field(
+        default=None,
+        description="JSON Schema every answer must match (submit refuses others with"
+        " BAD_INPUT naming the path); fixed at creation. Null: any JSON.",
+    )
 
 
 def _fields(value: Any) -> dict[str, Any]:

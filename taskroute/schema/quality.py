@@ -10,7 +10,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import batches, projects, quality
+from taskroute.resolvers import answer_schema, batches, projects, quality
 
 from .context import Context
 from .inputs import TaskInput
@@ -285,6 +285,7 @@ class QualityMutation:
         raw = [
             {k: v for k, v in asdict(t).items() if v is not None or k == "payload"} for t in tasks
         ]
+        answer_schema.check_gold_items(raw, project["answer_schema"])  # issue 13
         return await quality.add_gold_items(
             info.context.db,
             batches.blobs_of(info.context.services),

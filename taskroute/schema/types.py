@@ -39,6 +39,11 @@ class Task:
     # For payloads too large to travel inline: GET it (expert's bearer token) while the lease
     # lives; it expires after a few minutes (claim again for a fresh one).
     payload_url: str | None = None
+    answer_schema: JSON | None = strawberry.field(
+        default=None,
+        description="JSON Schema the answer must match (the item's, else the project's);"
+        " null: any JSON.",
+    )
 
     @strawberry.field(description="Adjudication tasks only: the answers to decide between.")
     async def prior_answers(self, info: strawberry.Info[Context, None]) -> list[JSON] | None:
@@ -67,6 +72,7 @@ class Claim:
                 priority=t.priority,
                 payload=t.payload,
                 payload_url=t.payload_url,
+                answer_schema=t.answer_schema,
             ),
         )
 
@@ -126,6 +132,9 @@ class Project:
     min_quality: float
     redundancy: int
     created_at: datetime
+    answer_schema: JSON | None = strawberry.field(
+        description="JSON Schema every answer must match (items may carry their own)."
+    )
 
     @classmethod
     def of(cls, row: Any) -> Project:
@@ -141,6 +150,7 @@ class Project:
             min_quality=row["min_quality"],
             redundancy=row["redundancy"],
             created_at=row["created_at"],
+            answer_schema=row["answer_schema"],
         )
 
     @strawberry.field

@@ -215,7 +215,13 @@ VALUES ($1, $2, $3, $4, $5);
 -- name: claim_call
 -- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1),
 -- $5 most expired leases of the expert to release first. The whole claim, one round trip.
-SELECT * FROM taskroute_claim($1, $2, $3, $4, $5);
+-- Plus the answer schema the claimed item's answer must match (issue 13: the item's, else the
+-- project's): rows that existed before the call, read by primary key in the same statement.
+SELECT c.*,
+       (SELECT coalesce(i.answer_schema, p.answer_schema)
+        FROM items i JOIN projects p ON p.id = i.project_id
+        WHERE i.id = c.item_id) AS answer_schema
+FROM taskroute_claim($1, $2, $3, $4, $5) AS c;
 
 -- name: heartbeat_call
 -- $1 assignment_id, $2 expert_id.
@@ -224,3 +230,22 @@ SELECT * FROM taskroute_heartbeat($1, $2);
 -- name: submit_call
 -- $1 assignment_id, $2 expert_id, $3 answer (jsonb).
 SELECT * FROM taskroute_submit($1, $2, $3);
+
+-- name: submit_checked_call
+-- $1 assignment_id, $2 expert_id, $3 answer (jsonb). Issue 13: `submit_call` unless the
+-- assignment's item or project has an answer schema; then the function does NOT run (OFFSET 0
+-- keeps the subquery whole, so its WHERE is a one-time gate before the function scan) and the
+-- row carries the schema: the caller checks the answer in Python, then sends `submit_call`.
+-- Projects without a schema keep their one round trip.
+WITH s AS MATERIALIZED (
+    SELECT (SELECT coalesce(i.answer_schema, p.answer_schema)
+            FROM assignments a
+            JOIN items i ON i.id = a.item_id
+            JOIN projects p ON p.id = a.project_id
+            WHERE a.id = $1 AND a.expert_id = $2) AS answer_schema
+)
+SELECT s.answer_schema, r.*
+FROM s
+LEFT JOIN LATERAL (
+    SELECT * FROM taskroute_submit($1, $2, $3) WHERE s.answer_schema IS NULL OFFSET 0
+) AS r ON true;

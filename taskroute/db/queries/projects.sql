@@ -2,10 +2,12 @@
 
 -- name: project_insert
 -- $1 customer_id, $2 name, $3 status, $4 priority, $5 deadline, $6 lease_seconds,
--- $7 pay_cents, $8 min_quality, $9 redundancy, $10 max_retries, $11 heartbeat_timeout_seconds
+-- $7 pay_cents, $8 min_quality, $9 redundancy, $10 max_retries, $11 heartbeat_timeout_seconds,
+-- $12 answer_schema (NULL: any JSON answer)
 INSERT INTO projects (customer_id, name, status, priority, deadline, lease_seconds,
-                      pay_cents, min_quality, redundancy, max_retries, heartbeat_timeout_seconds)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                      pay_cents, min_quality, redundancy, max_retries, heartbeat_timeout_seconds,
+                      answer_schema)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING *;
 
 -- name: project_get
@@ -23,6 +25,13 @@ FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::int
             $8::jsonb[]) AS u(id, skill, external_id, payload, payload_key, payload_bytes, gold)
 ON CONFLICT (project_id, external_id) DO NOTHING
 RETURNING id;
+
+-- name: items_set_answer_schema
+-- $1 item ids, $2 their answer schemas (each replaces the project's for that item). Run in
+-- the transaction that inserted the items, before any of their tasks can be claimed.
+UPDATE items i SET answer_schema = u.answer_schema
+FROM unnest($1::uuid[], $2::jsonb[]) AS u(id, answer_schema)
+WHERE i.id = u.id;
 
 -- name: tasks_insert
 -- $1 project_id, $2 item ids, $3 status ('open' or 'pending'), $4 skills, $5 task priorities.
