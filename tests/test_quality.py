@@ -385,6 +385,11 @@ async def test_disagreement_creates_one_adjudication_that_resolves_the_item(
     r = await api.rest("GET", f"/v1/tasks/{claim['task']['id']}/prior-answers", judge["token"])
     assert sorted(a["label"] for a in r.json()["prior_answers"]) == ["A", "B", "C"]
     await api.submit(judge["token"], claim["assignmentId"], {"label": "B"})
+    # The payload's rule: shown only to the live lease holder, and every read audited.
+    r = await api.rest("GET", f"/v1/tasks/{claim['task']['id']}/prior-answers", judge["token"])
+    assert r.json()["prior_answers"] is None
+    reads = await db.fetchval("SELECT count(*) FROM audit_log WHERE action = 'prior_answers'")
+    assert reads == 2
 
     results = {r["externalId"]: r for r in await all_results(api, customer["token"], project_id)}
     assert results["item-0"]["answer"] == {"label": "B"}

@@ -189,9 +189,7 @@ class IngestWorker:
                 await tx.commit()
             except BlobStoreError as exc:
                 await tx.rollback()
-                await self._attempt_failed(
-                    conn, job_id, STORE_DOWN, f"object store: {exc}", None
-                )
+                await self._attempt_failed(conn, job_id, STORE_DOWN, f"object store: {exc}", None)
             except (asyncpg.PostgresConnectionError, OSError, asyncio.CancelledError):
                 await _quiet_rollback(tx)
                 raise  # shutdown, or the database itself: the run loop waits and retries

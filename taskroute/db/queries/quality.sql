@@ -334,22 +334,24 @@ WHERE p.assignment_id = ANY ($1::uuid[]) AND p.kind = 'payment' AND p.amount_cen
 ON CONFLICT (reverses_id) DO NOTHING
 RETURNING id;
 
--- name: adjudication_prior_answers
--- $1 task_id, $2 expert_id. The valid answers an adjudicator is shown (no expert ids); no rows
--- unless the task is an adjudication this expert claimed.
-SELECT a.answer
+-- name: adjudication_held
+-- $1 task_id, $2 expert_id. The adjudication task, if this expert holds its live lease (the
+-- payload's rule: only the live lease holder sees what the task carries). No row otherwise:
+-- another kind of task, an expired or taken-over lease, a submitted or canceled one.
+SELECT t.id AS task_id, t.item_id, t.project_id, p.customer_id
 FROM tasks t
-JOIN assignments a ON a.item_id = t.item_id
-JOIN tasks st ON st.id = a.task_id AND st.kind = 'normal'
-WHERE t.id = $1 AND t.kind = 'adjudication'
-  AND EXISTS (SELECT 1 FROM assignments m WHERE m.task_id = t.id AND m.expert_id = $2)
-  AND a.status = 'submitted' AND a.retracted_at IS NULL
-ORDER BY a.submitted_at, a.id;
+JOIN assignments a ON a.id = t.assignment_id
+JOIN projects p ON p.id = t.project_id
+WHERE t.id = $1 AND t.kind = 'adjudication' AND t.status = 'claimed' AND t.lease_until > now()
+  AND a.expert_id = $2 AND a.status = 'active';
 
--- name: task_kind_for_expert
--- $1 task_id, $2 expert_id. The kind of a task this expert holds or held.
-SELECT t.kind FROM tasks t
-WHERE t.id = $1 AND EXISTS (SELECT 1 FROM assignments m WHERE m.task_id = t.id AND m.expert_id = $2);
+-- name: adjudication_prior_answers
+-- $1 item_id. The valid answers an adjudicator is shown (no expert ids).
+SELECT a.answer
+FROM assignments a
+JOIN tasks st ON st.id = a.task_id AND st.kind = 'normal'
+WHERE a.item_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
+ORDER BY a.submitted_at, a.id;
 
 -- name: project_answers_for_report
 -- $1 project_id. Valid normal answers per item, for agreement statistics.
