@@ -8,7 +8,10 @@ Retry-After), and a freed connection goes to the most important waiter first:
 - PROTECT: heartbeats and submits. They protect work an expert has already done (a lost
   heartbeat can cost a lease, a refused submit an hour's answer), so they go first and are
   refused only when the whole line is full.
-- DEFAULT: everything else (reads, admin, credential look-ups, background jobs).
+- JOB: the background jobs (sweeper, routing, deadline alerts). A handful per process, so
+  they are never refused (a skipped sweep would leave expired leases unreturned); they wait
+  up to the pool timeout like everything else.
+- DEFAULT: everything else (reads, admin, credential look-ups, subscription catch-ups).
 - CLAIM: new work. Refusing one costs nothing but a retry, so claims have their own, shorter
   line and are served last.
 
@@ -28,8 +31,9 @@ from taskroute.observability import metrics
 
 class Priority(IntEnum):
     PROTECT = 0
-    DEFAULT = 1
-    CLAIM = 2
+    JOB = 1
+    DEFAULT = 2
+    CLAIM = 3
 
 
 class Overloaded(Unavailable):
@@ -72,8 +76,9 @@ class Admission:
             self._free -= 1
             return
         queue = self._queues[priority]
-        if self._waiting >= self.max_waiting or (
-            priority is Priority.CLAIM and len(queue) >= self.max_claims_waiting
+        if priority is not Priority.JOB and (
+            self._waiting >= self.max_waiting
+            or (priority is Priority.CLAIM and len(queue) >= self.max_claims_waiting)
         ):
             metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
             raise Overloaded(priority)

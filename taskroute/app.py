@@ -148,11 +148,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
             services.credentials = cache
         # Subscriptions would miss events while the listener is down: not ready then.
         register_readiness(services, "listener", hub.ready)
-        NOTIFIER.start(services.db)
-        sweeper = asyncio.create_task(run_sweeper(services.db, settings.sweep_interval))
-        deadline_alerts = asyncio.create_task(run_alerts(services.db, settings))
+        jobs_db = services.db.for_jobs()  # never refused by admission (admission.py)
+        NOTIFIER.start(jobs_db)
+        sweeper = asyncio.create_task(run_sweeper(jobs_db, settings.sweep_interval))
+        deadline_alerts = asyncio.create_task(run_alerts(jobs_db, settings))
         routing = asyncio.create_task(
-            run_routing(services.db, routing_policy, settings.routing_interval)
+            run_routing(jobs_db, routing_policy, settings.routing_interval)
         )
         batch_runtime = await batches.start(services)
         try:

@@ -147,4 +147,4 @@ async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
     ) == 0  # fmt: skip
     assert await db.fetchval("SELECT count(*) FROM payouts") == 1
     assert await api.claim(refused["token"]) is not None
-    assert await _waiting(api) == {"protect": 0, "default": 0, "claim": 0}
+    assert await _waiting(api) == {"protect": 0, "job": 0, "default": 0, "claim": 0}

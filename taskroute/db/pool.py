@@ -90,16 +90,27 @@ class Database:
     full is refused at once and freed connections go to heartbeats and submits first."""
 
     def __init__(
-        self, pool: asyncpg.Pool, timeout: float, admission: Admission | None = None
+        self,
+        pool: asyncpg.Pool,
+        timeout: float,
+        admission: Admission | None = None,
+        default_priority: Priority = Priority.DEFAULT,
     ) -> None:
         self.pool = pool
         self.timeout = timeout
         self.admission = admission
+        self.default_priority = default_priority
+
+    def for_jobs(self) -> Database:
+        """The same pool and gate, for background jobs: every statement they run is a JOB."""
+        return Database(self.pool, self.timeout, self.admission, Priority.JOB)
 
     @asynccontextmanager
     async def connection(
-        self, priority: Priority = Priority.DEFAULT
+        self, priority: Priority | None = None
     ) -> AsyncIterator[asyncpg.Connection]:
+        if priority is None:
+            priority = self.default_priority
         gate = self.admission
         if gate is not None:
             try:
@@ -162,7 +173,7 @@ class Database:
             yield Snapshot(conn)
 
     async def fetchrow(
-        self, query: str, *args: Any, priority: Priority = Priority.DEFAULT
+        self, query: str, *args: Any, priority: Priority | None = None
     ) -> asyncpg.Record | None:
         async with self.connection(priority) as conn:
             return await conn.fetchrow(query, *args)

@@ -1,0 +1,518 @@
+"""Human-pace load (issue 19): experts with subscriptions, think times, heartbeats, submits.
+
+Run by hand (never part of the test suite); prints a table like the issue's:
+
+    PYTHONPATH=. .venv/bin/python bench/load.py                            # short, ~2 minutes
+    PYTHONPATH=. .venv/bin/python bench/load.py --experts 2000 --think 10  # the seed's scale
+    PYTHONPATH=. .venv/bin/python bench/load.py --experts 4000 --think 10  # past capacity
+
+What it does, in a fresh database on the Postgres at --pg (dropped at the end):
+1. Seeds --tasks open tasks (30,000) over --skills Zipf-distributed skills (50) in --projects
+   projects (10), and --experts experts holding 3 Zipf-drawn skills each.
+2. Starts `taskroute serve --workers 2` as a subprocess (uvloop + httptools, default pool and
+   admission settings unless given).
+3. --procs generator processes share the experts; each expert, during the --ramp, opens a
+   WebSocket, `connection_init`s and subscribes to `taskAvailable`, then loops: claim (GraphQL);
+   when there is nothing, wait for a `taskAvailable` event (at most 5 s); think for an
+   exponentially distributed time (mean --think s), heartbeating once midway; submit. A refused
+   request (UNAVAILABLE) is retried after its Retry-After; a held claim is always submitted, so
+   at the end every claim an expert received must have an acknowledged submit and one payout.
+4. Over the measured window (--seconds after the ramp) it reports, per request kind, p50/p99 of
+   the answered requests and counts of refusals; achieved cycles/s (acknowledged submits)
+   against the offered rate (experts / think); CPU of the server processes, of the Postgres
+   backends serving the bench database (from /proc via psutil: pg_stat_statements is not
+   loaded on this machine; background jobs' statements are included) and of the generator.
+Each HTTP request uses the expert's own keep-alive connection through a minimal client, so the
+generator costs little CPU; its CPU share is printed so a run where it limits shows as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from taskroute.auth import hash_token  # noqa: E402
+from taskroute.db.migrate import migrate_url  # noqa: E402
+from taskroute.db.queries import load  # noqa: E402
+from tests.ws import TASK_AVAILABLE, WsClient  # noqa: E402
+
+# bench-only statements: seeding (bench/bench.sql) and this bench's (bench/sql/load_bench.sql)
+B = {**load(HERE), **load(HERE / "sql")}
+ADMIN_DSN = os.environ.get("TASKROUTE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+KINDS = ("claim", "heartbeat", "submit")
+CLAIM_Q = (
+    "mutation { claimNextTask { assignmentId leaseUntil task { id projectId skill payload } } }"
+)
+HEARTBEAT_Q = (
+    "mutation($a: ID!) { heartbeat(assignmentId: $a) { leaseUntil hasHighPriorityTasks } }"
+)
+SUBMIT_Q = "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) { id payCents } }"
+ANSWER = {"label": "ok"}
+
+
+# --- seeding -------------------------------------------------------------------------------
+
+
+def zipf_weights(n: int, s: float = 1.1) -> list[float]:
+    return [1.0 / (k**s) for k in range(1, n + 1)]
+
+
+async def seed(dsn: str, args: argparse.Namespace, rng: random.Random) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        skills = [f"skill-{k:02d}" for k in range(args.skills)]
+        weights = zipf_weights(args.skills)
+        customer = await conn.fetchval(B["bench_customer"])
+        projects = [await conn.fetchval(B["bench_project"], customer) for _ in range(args.projects)]
+        per_project = args.tasks // args.projects
+        for project in projects:
+            await conn.execute(
+                B["bench_tasks"], project, rng.choices(skills, weights, k=per_project)
+            )
+        ids = [
+            r["id"]
+            for r in await conn.fetch(B["bench_experts"], [f"e{i}" for i in range(args.experts)])
+        ]
+        pair_e: list[uuid.UUID] = []
+        pair_s: list[str] = []
+        for eid in ids:
+            held: set[str] = set()
+            while len(held) < 3:
+                held.add(rng.choices(skills, weights)[0])
+            pair_e += [eid] * len(held)
+            pair_s += sorted(held)
+        await conn.execute(B["bench_expert_skills"], pair_e, pair_s)
+        tokens = [f"load-{i}-{uuid.uuid4().hex}" for i in range(args.experts)]
+        await conn.execute(B["bench_credentials"], ids, [hash_token(t) for t in tokens])
+        await conn.execute("VACUUM ANALYZE")
+        return tokens
+    finally:
+        await conn.close()
+
+
+# --- the generator (runs in --procs child processes) ---------------------------------------
+
+
+class Http:
+    """One keep-alive HTTP/1.1 connection per expert; reconnects when the server closed it."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.token = token
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def _connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        sock = self.writer.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    async def post(self, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        for attempt in (1, 2):
+            if self.writer is None or self.reader is None or self.reader.at_eof():
+                await self._connect()
+            assert self.reader is not None and self.writer is not None
+            raw = json.dumps(body).encode()
+            head = (
+                "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer {self.token}\r\nContent-Length: {len(raw)}\r\n\r\n"
+            ).encode()
+            try:
+                self.writer.write(head + raw)
+                header = await self.reader.readuntil(b"\r\n\r\n")
+            except (ConnectionError, asyncio.IncompleteReadError):
+                # The server closed an idle connection as we reused it; every request here is
+                # safe to repeat (claims return the held claim, submits the stored receipt).
+                self.writer = None
+                if attempt == 2:
+                    raise
+                continue
+            lines = header.decode("latin-1").split("\r\n")
+            status = int(lines[0].split()[1])
+            headers = {}
+            for line in lines[1:]:
+                key, _, value = line.partition(":")
+                headers[key.strip().lower()] = value.strip()
+            length = int(headers.get("content-length", "0"))
+            payload = await self.reader.readexactly(length) if length else b""
+            return status, headers, json.loads(payload) if payload else None
+        raise AssertionError("unreachable")
+
+
+@dataclass
+class Stats:
+    lat: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    counts: dict[str, dict[str, int]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    ws_connect: list[float] = field(default_factory=list)
+    ws_failed: int = 0
+    acked_in_window: int = 0
+    claimed: int = 0
+    acked: int = 0
+    abandoned: int = 0  # claims whose submit never got an answer (must stay 0)
+
+    def count(self, kind: str, outcome: str) -> None:
+        self.counts[kind][outcome] = self.counts[kind].get(outcome, 0) + 1
+
+
+def _outcome(status: int, body: Any) -> tuple[str, Any]:
+    """("ok", data) or ("shed" | "unavailable" | "error", None)."""
+    errors = (body or {}).get("errors") if isinstance(body, dict) else None
+    if status == 200 and not errors:
+        return "ok", body["data"]
+    ext = (errors or [{}])[0].get("extensions", {}) if errors else {}
+    if ext.get("code") == "UNAVAILABLE":
+        return ("shed" if ext.get("reason") == "overloaded" else "unavailable"), None
+    return "error", None
+
+
+async def run_expert(
+    token: str, port: int, start_at: float, window: tuple[float, float], think: float,
+    stats: Stats, stopping: asyncio.Event, rng: random.Random,
+) -> None:  # fmt: skip
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, start_at - loop.time()))
+    http = Http(port, token)
+    wake = asyncio.Event()
+    t0 = loop.time()
+    ws = WsClient(f"http://127.0.0.1:{port}", token, timeout=3600)
+    try:
+        await ws.open()
+        await ws.subscribe(TASK_AVAILABLE)
+    except Exception:
+        stats.ws_failed += 1
+        return
+    stats.ws_connect.append(loop.time() - t0)
+
+    async def listen() -> None:
+        while True:
+            await ws.next()
+            wake.set()
+
+    listener = asyncio.create_task(listen())
+
+    async def call(kind: str, body: dict[str, Any]) -> Any:
+        """The request until it is answered (refusals retried after Retry-After)."""
+        while True:
+            t = loop.time()
+            try:
+                status, headers, answer = await http.post(body)
+            except (OSError, asyncio.IncompleteReadError):
+                stats.count(kind, "error")
+                await asyncio.sleep(1)
+                continue
+            outcome, data = _outcome(status, answer)
+            label = outcome
+            if kind == "claim" and outcome == "ok" and data.get("claimNextTask") is None:
+                label = "empty"
+            if window[0] <= t < window[1]:
+                stats.count(kind, label)
+                if outcome == "ok":
+                    stats.lat[kind].append(loop.time() - t)
+            if outcome == "ok":
+                return data
+            if outcome == "error" or (kind == "claim" and stopping.is_set()):
+                return None
+            await asyncio.sleep(float(headers.get("retry-after", "1")))
+
+    async def pause(seconds: float) -> None:
+        # Thinking ends early when the run stops: the expert submits what it holds.
+        if not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), seconds)
+
+    try:
+        await pause(rng.uniform(0, think))  # experts do not all start a cycle together
+        while not stopping.is_set():
+            wake.clear()
+            data = await call("claim", {"query": CLAIM_Q})
+            claim = (data or {}).get("claimNextTask")
+            if claim is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), 5)
+                continue
+            stats.claimed += 1
+            a = claim["assignmentId"]
+            seconds = rng.expovariate(1 / think)
+            await pause(seconds / 2)
+            await call("heartbeat", {"query": HEARTBEAT_Q, "variables": {"a": a}})
+            await pause(seconds / 2)
+            receipt = await call("submit", {"query": SUBMIT_Q, "variables": {"a": a, "x": ANSWER}})
+            if receipt is None:
+                stats.abandoned += 1
+                continue
+            stats.acked += 1
+            if window[0] <= loop.time() < window[1]:
+                stats.acked_in_window += 1
+    finally:
+        listener.cancel()
+        await ws.close()
+        if http.writer is not None:
+            http.writer.close()
+
+
+def generator(
+    tokens: list[str], port: int, wall_start: float, args_d: dict[str, Any], seed: int, out: Any
+) -> None:
+    import uvloop
+
+    async def main() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        base = loop.time() + (wall_start - time.time())
+        ramp, seconds, think = args_d["ramp"], args_d["seconds"], args_d["think"]
+        total, offset = args_d["experts"], args_d["offset"]
+        window = (base + ramp, base + ramp + seconds)
+        stats, stopping, rng = Stats(), asyncio.Event(), random.Random(seed)
+        experts = [
+            run_expert(
+                tok, port, base + ramp * (offset + i * args_d["procs"]) / total,
+                window, think, stats, stopping, rng,
+            )
+            for i, tok in enumerate(tokens)
+        ]  # fmt: skip
+        tasks = [asyncio.create_task(e) for e in experts]
+        await asyncio.sleep(max(0.0, window[1] - loop.time()))
+        stopping.set()
+        await asyncio.wait(tasks, timeout=120)
+        return stats.__dict__
+
+    out.put(uvloop.run(main()))
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+def cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
+    found = {}
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            found[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return found
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+async def backends(dsn: str, dbname: str) -> list[psutil.Process]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        pids = await conn.fetch(B["bench_load_backends"], dbname)
+    finally:
+        await conn.close()
+    return [psutil.Process(r["pid"]) for r in pids if psutil.pid_exists(r["pid"])]
+
+
+def pct(xs: list[float], p: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(p * len(s)))] * 1000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def start_server(dsn: str, args: argparse.Namespace) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": dsn, "PYTHONPATH": str(ROOT)}
+    for name, value in (
+        ("TASKROUTE_POOL_MAX", args.pool_max),
+        ("TASKROUTE_ADMISSION_QUEUE", args.admission_queue),
+        ("TASKROUTE_ADMISSION_CLAIM_QUEUE", args.admission_claim_queue),
+    ):
+        if value is not None:
+            env[name] = str(value)
+    cmd = [sys.executable, "-m", "taskroute", "serve", "--port", str(port)]
+    cmd += ["--workers", str(args.workers), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+            line = await reader.readline()
+            writer.close()
+            if b" 200 " in line:
+                return proc, port
+        except OSError:
+            pass
+        await asyncio.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not become ready")
+
+
+async def measure(args: argparse.Namespace) -> None:
+    dbname = f"taskroute_load_{uuid.uuid4().hex[:8]}"
+    dsn = ADMIN_DSN.rsplit("/", 1)[0] + "/" + dbname
+    admin = await asyncpg.connect(ADMIN_DSN)
+    await admin.execute(f'CREATE DATABASE "{dbname}"')
+    proc = None
+    gens: list[mp.Process] = []
+    try:
+        await migrate_url(dsn)
+        t = time.monotonic()
+        tokens = await seed(dsn, args, random.Random(args.seed))
+        print(f"seeded {args.tasks} tasks, {args.experts} experts in {time.monotonic() - t:.1f}s")
+        proc, port = await start_server(dsn, args)
+        ctx = mp.get_context("spawn")
+        out = ctx.Queue()
+        wall_start = time.time() + 3 + args.procs  # children need a moment to start
+        for k in range(args.procs):
+            d = {**vars(args), "offset": k}
+            g = ctx.Process(
+                target=generator,
+                args=(tokens[k :: args.procs], port, wall_start, d, args.seed + k, out),
+            )
+            g.start()
+            gens.append(g)
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, wall_start + args.ramp - time.time()))
+        load0 = os.getloadavg()
+        server_procs = tree(proc.pid)
+        gen_procs = [psutil.Process(g.pid) for g in gens]
+        pg_procs = await backends(ADMIN_DSN, dbname)
+        c0 = [cpu_seconds(x) for x in (server_procs, pg_procs, gen_procs)]
+        m0 = loop.time()
+        await asyncio.sleep(args.seconds)
+        c1 = [cpu_seconds(x) for x in (server_procs, pg_procs, gen_procs)]
+        elapsed = loop.time() - m0
+        pg_procs_late = [p for p in await backends(ADMIN_DSN, dbname) if p.pid not in c0[1]]
+        late = cpu_seconds(pg_procs_late)  # backends opened during the window (all in it)
+        results = [await loop.run_in_executor(None, out.get, True, 300) for _ in gens]
+        for g in gens:
+            g.join(30)
+        check = await admin_check(dsn)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+        for g in gens:
+            if g.is_alive():
+                g.kill()
+        await admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        await admin.close()
+
+    def used(i: int) -> float:
+        return sum(c1[i].get(pid, 0.0) - c0[i].get(pid, 0.0) for pid in c1[i]) + (
+            sum(late.values()) if i == 1 else 0.0
+        )
+
+    lat = {k: [x for r in results for x in r["lat"][k]] for k in KINDS}
+    counts = {k: {} for k in KINDS}
+    for r in results:
+        for k in KINDS:
+            for o, n in r["counts"][k].items():
+                counts[k][o] = counts[k].get(o, 0) + n
+    ws = [x for r in results for x in r["ws_connect"]]
+    ws_failed = sum(r["ws_failed"] for r in results)
+    achieved = sum(r["acked_in_window"] for r in results) / args.seconds
+    offered = args.experts / args.think
+    answered = sum(counts[k].get("ok", 0) + counts[k].get("empty", 0) for k in KINDS)
+    shed = sum(counts[k].get("shed", 0) for k in KINDS)
+    unavailable = sum(counts[k].get("unavailable", 0) for k in KINDS)
+    errors = sum(counts[k].get("error", 0) for k in KINDS) + ws_failed
+    pg, srv, gen = used(1), used(0), used(2)
+    per_req = 1000 * pg / answered if answered else float("nan")
+    print()
+    print(
+        f"bench/load.py: {args.experts} experts, mean think {args.think:g} s, {args.tasks} tasks"
+        f" / {args.skills} skills / {args.projects} projects, serve --workers {args.workers},"
+        f" {args.procs} generator processes, ramp {args.ramp:g} s, window {elapsed:.0f} s"
+    )
+    print(f"machine: {os.cpu_count()} cores, load average at window start {load0[0]:.2f}")
+    print()
+    print(
+        "| experts, mean think | offered cycles/s | achieved | claim p50 / p99 |"
+        " heartbeat p50 / p99 | submit p50 / p99 | WS connect p50 / p99 (ramp) |"
+        " Postgres CPU | server CPU | generator CPU | shed | errors |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def pp(xs: list[float]) -> str:
+        return f"{pct(xs, 0.5):.1f} / {pct(xs, 0.99):.1f} ms"
+
+    print(
+        f"| {args.experts:,}, {args.think:g} s | {offered:.0f} | {achieved:.1f} |"
+        f" {pp(lat['claim'])} | {pp(lat['heartbeat'])} | {pp(lat['submit'])} | {pp(ws)} |"
+        f" {100 * pg / elapsed:.0f}% of a core ({per_req:.2f} ms/request) |"
+        f" {100 * srv / elapsed:.0f}% | {100 * gen / elapsed:.0f}% |"
+        f" {shed} | {errors + unavailable} |"
+    )
+    print()
+    for k in KINDS:
+        c = counts[k]
+        print(f"  {k:<9} " + "  ".join(f"{o} {n}" for o, n in sorted(c.items())))
+    claimed = sum(r["claimed"] for r in results)
+    acked = sum(r["acked"] for r in results)
+    abandoned = sum(r["abandoned"] for r in results)
+    print(
+        f"  whole run: {claimed} claims received, {acked} submits acknowledged,"
+        f" {abandoned} abandoned; database: {check['submitted']} submitted assignments,"
+        f" {check['payouts']} payouts, {check['active']} still active"
+    )
+    lost = claimed - acked
+    ok = lost == 0 and check["payouts"] == check["submitted"] == acked
+    print(f"  nothing lost, paid once: {'yes' if ok else 'NO'}")
+
+
+async def admin_check(dsn: str) -> dict[str, int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow(B["bench_load_check"])
+        assert row is not None
+        return dict(row)
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--experts", type=int, default=1000)
+    p.add_argument("--think", type=float, default=20.0, help="mean think time, seconds")
+    p.add_argument("--seconds", type=float, default=60.0, help="measured window after the ramp")
+    p.add_argument("--ramp", type=float, default=20.0, help="seconds over which experts connect")
+    p.add_argument("--tasks", type=int, default=30_000)
+    p.add_argument("--skills", type=int, default=50)
+    p.add_argument("--projects", type=int, default=10)
+    p.add_argument("--workers", type=int, default=2, help="server processes")
+    p.add_argument("--procs", type=int, default=4, help="load generator processes")
+    p.add_argument("--pool-max", type=int, default=None, help="TASKROUTE_POOL_MAX")
+    p.add_argument("--admission-queue", type=int, default=None)
+    p.add_argument("--admission-claim-queue", type=int, default=None)
+    p.add_argument("--seed", type=int, default=19)
+    args = p.parse_args()
+    needed = args.experts / args.think * (args.ramp + args.seconds + args.think)
+    if needed > args.tasks * 0.9:
+        print(f"warning: about {needed:.0f} cycles may exhaust {args.tasks} tasks", flush=True)
+    asyncio.run(measure(args))
+
+
+if __name__ == "__main__":
+    main()
