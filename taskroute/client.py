@@ -1,0 +1,311 @@
+"""A worker client for experts' own tools (issue 13): claim, keep the lease, submit, repeat.
+
+    async with Worker("http://127.0.0.1:8000", token) as worker:
+        async for task in worker.tasks(skills=["grading"]):
+            await task.submit({"grade": grade(task.payload)})
+
+- Claims through REST (`POST /v1/tasks/next`). While a task is held, a background heartbeat
+  runs every `heartbeat_fraction` of the time the lease has left (at most
+  `heartbeat_every` seconds apart, the README's advice for the silence timeout).
+- With nothing to claim it waits on the `taskAvailable` subscription (GraphQL over
+  WebSocket); the server hints at tasks already open when the subscription starts, so nothing
+  opened between the empty claim and the subscription is missed. Without a hint it re-checks
+  every `recheck_every` seconds, and when the WebSocket cannot be opened it backs off: never a
+  tight loop.
+- `task.submit(answer)` retries network errors and 503s with back-off: submit is idempotent
+  (a repeated submit returns the stored receipt), so a retry cannot pay twice.
+- A lost lease (heartbeat or submit answered 409 LEASE_EXPIRED, or the assignment is gone)
+  is kept on the task as `task.lost` and raised by `task.submit` and `task.check()`; an answer
+  the project's schema refuses raises `AnswerRefused` and the task stays held (fix, resubmit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import connect
+from websockets.exceptions import WebSocketException
+from websockets.typing import Subprotocol
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = Subprotocol("graphql-transport-ws")
+TASK_AVAILABLE = "subscription($s: [String!]) { taskAvailable(skills: $s) { skill } }"
+
+
+class ClientError(Exception):
+    """The server refused a request: `code` is its error code (BAD_INPUT, NOT_FOUND, ...)."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+class LeaseLost(ClientError):
+    """The task is no longer this expert's (lease expired, assignment gone): claim again."""
+
+
+class AnswerRefused(ClientError):
+    """The answer does not match the answer schema; `path` says where. The task is still held."""
+
+    @property
+    def path(self) -> str | None:
+        return self.details.get("path")
+
+
+@dataclass
+class Task:
+    worker: Worker
+    assignment_id: str
+    lease_until: datetime
+    id: str
+    project_id: str
+    skill: str
+    priority: int
+    payload: Any
+    payload_url: str | None
+    answer_schema: Any
+    # the latest heartbeat's hint: a more urgent task is waiting for this expert
+    has_high_priority_tasks: bool = False
+    # set when the lease is gone; `submit` and `check` raise it
+    lost: LeaseLost | None = None
+    # the project was canceled: no more heartbeats, but a submit within the lease still counts
+    canceled: bool = False
+    receipt: dict[str, Any] | None = None
+    _heartbeat: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def check(self) -> None:
+        if self.lost is not None:
+            raise self.lost
+
+    async def fetch_payload(self) -> Any:
+        """The payload, fetched from `payload_url` when it was too large to travel inline."""
+        if self.payload_url is None:
+            return self.payload
+        r = await self.worker.http.get(self.payload_url, follow_redirects=True)
+        self.worker.raise_for(r)
+        return r.json()
+
+    async def submit(self, answer: Any) -> dict[str, Any]:
+        """Store the answer and get the receipt; safe to call again (same receipt)."""
+        self.check()
+        try:
+            r = await self.worker.request(
+                f"/v1/assignments/{self.assignment_id}/submit", {"answer": answer}
+            )
+        except LeaseLost as exc:
+            self._lose(exc)
+            raise
+        self.receipt = r.json()
+        self._stop_heartbeat()
+        return self.receipt
+
+    def _lose(self, exc: LeaseLost) -> None:
+        if self.lost is None:
+            self.lost = exc
+        self._stop_heartbeat()
+
+    def _stop_heartbeat(self) -> None:
+        hb, self._heartbeat = self._heartbeat, None
+        if hb is not None and hb is not asyncio.current_task():
+            hb.cancel()
+
+    async def _keep_alive(self) -> None:
+        w = self.worker
+        while True:
+            left = (self.lease_until - datetime.now(UTC)).total_seconds()
+            await asyncio.sleep(max(0.2, min(w.heartbeat_every, left * w.heartbeat_fraction)))
+            try:
+                r = await w.request(f"/v1/assignments/{self.assignment_id}/heartbeat", None)
+            except LeaseLost as exc:
+                self._lose(exc)
+                return
+            except ClientError as exc:
+                if exc.code == "PROJECT_CANCELED":
+                    self.canceled = True
+                    return
+                if exc.code == "ALREADY_SUBMITTED":
+                    return
+                log.warning("heartbeat refused: %s", exc)
+                continue
+            body = r.json()
+            self.lease_until = datetime.fromisoformat(body["lease_until"])
+            self.has_high_priority_tasks = body["has_high_priority_tasks"]
+
+
+class Worker:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        heartbeat_fraction: float = 1 / 3,
+        heartbeat_every: float = 60.0,
+        recheck_every: float = 30.0,
+        retry_for: float = 120.0,
+        timeout: float = 30.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.heartbeat_fraction = heartbeat_fraction
+        self.heartbeat_every = heartbeat_every
+        self.recheck_every = recheck_every
+        # how long a request keeps retrying network errors and 503s before giving up
+        self.retry_for = retry_for
+        self.http = httpx.AsyncClient(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+        )
+
+    async def __aenter__(self) -> Worker:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    # --- requests ------------------------------------------------------------------------
+
+    @staticmethod
+    def raise_for(r: httpx.Response) -> None:
+        if r.status_code < 400:
+            return
+        try:
+            err = r.json()["error"]
+            code, message, details = err["code"], err["message"], err.get("details")
+        except (ValueError, KeyError, TypeError):
+            code, message, details = "HTTP_ERROR", r.text[:200], None
+        cls: type[ClientError] = ClientError
+        if code in ("LEASE_EXPIRED", "NOT_FOUND") and "/v1/assignments/" in str(r.url):
+            cls = LeaseLost
+        elif code == "BAD_INPUT" and str(r.url).endswith("/submit"):
+            cls = AnswerRefused
+        raise cls(r.status_code, code, message, details)
+
+    async def request(self, path: str, body: Any) -> httpx.Response:
+        """POST, retrying network errors and 503s with jittered back-off for `retry_for`
+        seconds. Only for idempotent calls: claim (hands back the held claim), heartbeat,
+        submit (returns the stored receipt)."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.retry_for
+        delay = 0.1
+        while True:
+            try:
+                r = await self.http.post(path, json=body)
+                if r.status_code != 503:
+                    self.raise_for(r)
+                    return r
+                problem: Exception = ClientError(503, "UNAVAILABLE", r.text[:200])
+            except httpx.TransportError as exc:
+                problem = exc
+            if loop.time() + delay > give_up:
+                raise problem
+            log.info("retrying %s after %s", path, problem)
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, 5.0)
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def claim(
+        self, skills: list[str] | None = None, project_id: str | None = None
+    ) -> Task | None:
+        """One claim: the held task, the next one, or None when there is nothing."""
+        body: dict[str, Any] = {}
+        if skills is not None:
+            body["skills"] = skills
+        if project_id is not None:
+            body["project_id"] = project_id
+        r = await self.request("/v1/tasks/next", body)
+        if r.status_code == 204:
+            return None
+        c = r.json()
+        t = c["task"]
+        task = Task(
+            worker=self,
+            assignment_id=c["assignment_id"],
+            lease_until=datetime.fromisoformat(c["lease_until"]),
+            id=t["id"],
+            project_id=t["project_id"],
+            skill=t["skill"],
+            priority=t["priority"],
+            payload=t.get("payload"),
+            payload_url=t.get("payload_url"),
+            answer_schema=t.get("answer_schema"),
+        )
+        task._heartbeat = asyncio.create_task(task._keep_alive(), name="taskroute-heartbeat")
+        return task
+
+    async def tasks(
+        self, skills: list[str] | None = None, project_id: str | None = None
+    ) -> AsyncIterator[Task]:
+        """Tasks, one at a time, for ever: submit each before asking for the next (an
+        unsubmitted task is still held, and the server hands it back)."""
+        current: Task | None = None
+        try:
+            while True:
+                if current is not None:
+                    current._stop_heartbeat()
+                current = await self.claim(skills, project_id)
+                if current is None:
+                    await self.wait_for_work(skills)
+                    continue
+                yield current
+        finally:
+            if current is not None:
+                current._stop_heartbeat()
+
+    async def wait_for_work(self, skills: list[str] | None = None) -> None:
+        """Until a `taskAvailable` hint arrives, or `recheck_every` seconds pass (also when
+        the subscription cannot be opened: the server may be restarting)."""
+        ws_url = self.url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+        try:
+            async with asyncio.timeout(self.recheck_every):
+                async with connect(ws_url + "/graphql", subprotocols=[PROTOCOL]) as ws:
+                    await ws.send(
+                        json.dumps(
+                            {
+                                "type": "connection_init",
+                                "payload": {"Authorization": f"Bearer {self.token}"},
+                            }
+                        )
+                    )
+                    await ws.send(
+                        json.dumps(
+                            {
+                                "id": "1",
+                                "type": "subscribe",
+                                "payload": {"query": TASK_AVAILABLE, "variables": {"s": skills}},
+                            }
+                        )
+                    )
+                    async for raw in ws:
+                        msg = json.loads(raw)
+                        if msg.get("type") == "ping":
+                            await ws.send(json.dumps({"type": "pong"}))
+                        elif msg.get("type") == "next":
+                            return
+                        elif msg.get("type") in ("error", "complete"):
+                            break
+                # closed or refused: wait out the rest of the re-check period, not a loop
+                await asyncio.sleep(self.recheck_every)
+        except TimeoutError:
+            return
+        except (OSError, WebSocketException) as exc:
+            log.info("taskAvailable unavailable (%s); re-checking later", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.sleep(min(self.recheck_every, 5.0))
