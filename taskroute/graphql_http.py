@@ -17,7 +17,8 @@ What strawberry 0.341 does by itself, and what this module changes:
   make the server parse and validate large documents (the lookup is an in-process cache hit
   or one indexed query). The GraphiQL page itself (GET, `Accept: text/html`) stays open.
 - A document with several operations and no `operationName` is a request error (the spec;
-  strawberry ran the first one); a non-string `operationName` is a 400.
+  strawberry ran the first one); a non-string `operationName` is a 400; a subscription sent
+  over HTTP is a 400 pointing at the WebSocket endpoint (it used to fail as INTERNAL).
 - Every 405 carries `Allow`, and every error body is the JSON error shape.
 """
 
@@ -28,7 +29,7 @@ import re
 from typing import Any
 
 from cross_web import HTTPException
-from graphql import GraphQLError, OperationDefinitionNode, parse
+from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -45,6 +46,7 @@ from taskroute.errors import TaskrouteError
 from taskroute.schema.limits import MAX_TOKENS
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
+SUBSCRIPTIONS_OVER_WS = "subscriptions are served over WebSocket (graphql-transport-ws) at /graphql"
 JSON = "application/json"
 
 # Error codes that mean "the server could not serve this right now": clients may retry.
@@ -204,9 +206,14 @@ class SpecGraphQL(GraphQL[Any, None]):
         name = parsed.operation_name
         if name is not None and not isinstance(name, str):
             raise HTTPException(400, "operationName must be a string")
-        if name is None and isinstance(parsed.query, str) and _operations(parsed.query) > 1:
-            # The spec: with several operations the client must say which one to run.
-            raise HTTPException(400, "the document has several operations: set operationName")
+        if isinstance(parsed.query, str):
+            operations = _operations(parsed.query)
+            if name is None and len(operations) > 1:
+                # The spec: with several operations the client must say which one to run.
+                raise HTTPException(400, "the document has several operations: set operationName")
+            chosen = [op for op in operations if name is None or op[0] == name]
+            if chosen and chosen[0][1] == OperationType.SUBSCRIPTION:
+                raise HTTPException(400, SUBSCRIPTIONS_OVER_WS)
         return parsed
 
     async def get_sub_response(self, request: Request) -> Response:  # type: ignore[override]
@@ -260,17 +267,22 @@ class SpecGraphQL(GraphQL[Any, None]):
 _OPERATION_KEYWORD = re.compile(r"\b(?:query|mutation|subscription)\b")
 
 
-def _operations(query: str) -> int:
-    """How many operations a document defines (0 when it does not parse: strawberry then
-    reports the syntax error as usual). Documents that cannot hold two named operations (the
-    keyword appears at most once: every hot-path request) are not parsed here at all."""
-    if len(_OPERATION_KEYWORD.findall(query, 0, 100_000)) < 2:
-        return 1
+def _operations(query: str) -> list[tuple[str | None, OperationType]]:
+    """The (name, type) of each operation of a document; [] when it does not parse (strawberry
+    then reports the syntax error as usual). Documents with at most one operation keyword and
+    no `subscription` (every hot-path request) are not parsed here at all."""
+    keywords = _OPERATION_KEYWORD.findall(query, 0, 100_000)
+    if len(keywords) < 2 and "subscription" not in keywords:
+        return []
     try:
         document = parse(query, max_tokens=MAX_TOKENS)
     except GraphQLError:
-        return 0
-    return sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+        return []
+    return [
+        (d.name.value if d.name else None, d.operation)
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+    ]
 
 
 def _error_response(status: int, message: str, media: str, code: str) -> Response:

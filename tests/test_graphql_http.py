@@ -104,6 +104,22 @@ async def test_several_operations_need_an_operation_name(api: Api, db: asyncpg.C
     assert r.status_code == 400 and "operationName" in r.json()["errors"][0]["message"]
 
 
+async def test_subscriptions_over_http_are_a_request_error(api: Api) -> None:
+    expert = await api.create_expert(["s"])
+    doc = "subscription { taskAvailable { skill } }"
+    for accept, status in ((GRJ, 400), ("application/json", 400)):
+        r = await post_raw(
+            api, {"query": doc}, {"Accept": accept, "Authorization": f"Bearer {expert['token']}"}
+        )
+        assert r.status_code == status, r.text
+        error = r.json()["errors"][0]
+        assert error["extensions"]["code"] == "BAD_REQUEST" and "WebSocket" in error["message"]
+    # named among other operations, the same
+    named = "query Q { __typename } " + doc.replace("subscription", "subscription S")
+    r = await post(api, {"query": named, "operationName": "S"}, GRJ)
+    assert r.status_code == 400 and "WebSocket" in r.json()["errors"][0]["message"]
+
+
 async def test_other_methods_get_a_json_405_with_allow(api: Api) -> None:
     for method in ("HEAD", "PUT", "DELETE", "PATCH"):
         r = await api.http.request(method, "/graphql", headers=ADMIN)
