@@ -2,7 +2,7 @@
 
 from starlette.routing import BaseRoute
 
-from . import batches, claims, dashboard, ledger, projects, quality, realtime
+from . import batches, claims, dashboard, ledger, projects, quality, realtime, workbench
 from .common import error_response
 
 routes: list[BaseRoute] = [
@@ -12,6 +12,7 @@ routes: list[BaseRoute] = [
     *quality.routes,
     *ledger.routes,
     *dashboard.routes,
+    *workbench.routes,
     *realtime.routes,
 ]
 

@@ -1,0 +1,310 @@
+// The expert workbench (issue 13): claim, show the payload, a form from the answer schema,
+// heartbeat with a countdown, submit, move on. With nothing to do it waits on the
+// `taskAvailable` subscription (graphql-transport-ws, token in connection_init): no polling.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { token: null, skills: null, claim: null, fields: [], hb: null, tick: null, ws: null };
+
+function setStatus(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+async function api(path, body) {
+  const r = await fetch(path, {
+    method: "POST",
+    headers: { "Authorization": `Bearer ${state.token}`, "Content-Type": "application/json" },
+    body: body === undefined ? "{}" : JSON.stringify(body),
+  });
+  let data = null;
+  if (r.status !== 204) { try { data = await r.json(); } catch (e) { data = null; } }
+  return { status: r.status, data, retryAfter: r.headers.get("Retry-After") };
+}
+
+// Errors in words, not codes.
+function explain(err, status) {
+  const code = err && err.error ? err.error.code : "";
+  if (code === "LEASE_EXPIRED") {
+    return "Your time on this task ran out, so it went back to the pool for someone else. " +
+      "Nothing is held against you; here is the next one.";
+  }
+  if (code === "PROJECT_CANCELED") {
+    return "The customer canceled this project. You may still submit this task before the " +
+      "countdown ends; no new tasks will come from it.";
+  }
+  if (code === "NOT_FOUND") return "This task is no longer yours (it was taken back). Moving on.";
+  if (status === 401) return "That token was not accepted. Check it and paste it again.";
+  if (status === 403) return "This token may not claim tasks (is it an expert's token?).";
+  if (status === 503) return "The server is busy or restarting; trying again in a moment.";
+  return (err && err.error && err.error.message) || `Unexpected answer from the server (${status}).`;
+}
+
+function stopTimers() {
+  clearTimeout(state.hb); clearInterval(state.tick); state.hb = null; state.tick = null;
+}
+
+function closeSocket() {
+  if (state.ws) { const ws = state.ws; state.ws = null; ws.onclose = null; ws.close(); }
+}
+
+async function claimNext() {
+  stopTimers();
+  closeSocket();
+  $("task").hidden = true;
+  setStatus("Looking for a task…");
+  const body = state.skills ? { skills: state.skills } : {};
+  const r = await api("/v1/tasks/next", body);
+  if (r.status === 204) { waitForWork(); return; }
+  if (r.status !== 200) {
+    setStatus(explain(r.data, r.status), true);
+    if (r.status === 503) setTimeout(claimNext, 2000);
+    return;
+  }
+  await showTask(r.data);
+}
+
+// Nothing to do: say so, and wait for the server's hint. The server also hints at tasks that
+// opened before the subscription started, so nothing slips between the empty claim and here.
+function waitForWork() {
+  setStatus("Nothing to do right now. Waiting for new work; this page updates by itself.");
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/graphql`;
+  const ws = new WebSocket(url, "graphql-transport-ws");
+  state.ws = ws;
+  ws.onopen = () => {
+    ws.send(JSON.stringify({ type: "connection_init",
+      payload: { Authorization: `Bearer ${state.token}` } }));
+    ws.send(JSON.stringify({ id: "1", type: "subscribe", payload: {
+      query: "subscription($s: [String!]) { taskAvailable(skills: $s) { skill } }",
+      variables: { s: state.skills } } }));
+  };
+  ws.onmessage = (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.type === "ping") ws.send(JSON.stringify({ type: "pong" }));
+    if (msg.type === "next") claimNext();
+    if (msg.type === "error") setStatus("The server refused to notify this token about new work.", true);
+  };
+  ws.onclose = () => {
+    if (state.ws !== ws) return;
+    state.ws = null;
+    // One retry after a pause (the server may be restarting), not a loop of requests.
+    setStatus("Lost the connection to the server; reconnecting in 5 seconds…", true);
+    setTimeout(claimNext, 5000);
+  };
+}
+
+function isUrl(s) { return typeof s === "string" && /^https?:\/\/\S+$/.test(s); }
+
+function renderValue(el, value) {
+  el.textContent = "";
+  if (typeof value === "string") {
+    if (isUrl(value)) {
+      const a = document.createElement("a");
+      a.href = value; a.textContent = value; a.target = "_blank"; a.rel = "noopener noreferrer";
+      el.appendChild(a);
+    } else {
+      el.textContent = value;
+    }
+  } else if (value && typeof value === "object" && Object.keys(value).length === 1 &&
+             typeof value.text === "string") {
+    el.textContent = value.text;
+  } else {
+    el.textContent = JSON.stringify(value, null, 2);
+  }
+}
+
+async function showTask(claim) {
+  state.claim = claim;
+  const t = claim.task;
+  $("receipt").hidden = true;
+  $("skill").textContent = `Skill: ${t.skill}`;
+  if (t.payload_url) {
+    $("payload").textContent = "Loading the payload (delivered by link)…";
+    const r = await fetch(t.payload_url, { headers: { Authorization: `Bearer ${state.token}` } });
+    if (r.ok) renderValue($("payload"), await r.json());
+    else $("payload").textContent = "The payload link could not be opened; claim again for a fresh one.";
+  } else {
+    renderValue($("payload"), t.payload);
+  }
+  buildForm(t.answer_schema);
+  $("task").hidden = false;
+  setStatus("Here is your task. Answer below and submit.");
+  $("priority-hint").hidden = true;
+  startLease(claim.lease_until);
+}
+
+// --- the form, from the answer schema ------------------------------------------------
+
+function kindOf(s) {
+  if (!s || typeof s !== "object") return "json";
+  if (Array.isArray(s.enum)) return "enum";
+  if (s.type === "string") return "string";
+  if (s.type === "number" || s.type === "integer") return "number";
+  if (s.type === "boolean") return "boolean";
+  return "json";
+}
+
+function makeField(name, schema, label) {
+  const kind = kindOf(schema);
+  const wrap = document.createElement("div");
+  wrap.className = "field"; wrap.dataset.field = name;
+  const title = document.createElement("label");
+  title.className = "name"; title.textContent = (schema && schema.title) || label;
+  wrap.appendChild(title);
+  const f = { name, kind, schema, wrap, value: undefined };
+  if (kind === "enum") {
+    const box = document.createElement("div"); box.className = "choices";
+    for (const option of schema.enum) {
+      const b = document.createElement("button");
+      b.type = "button"; b.textContent = typeof option === "string" ? option : JSON.stringify(option);
+      b.onclick = () => {
+        f.value = option;
+        for (const x of box.children) x.classList.remove("chosen");
+        b.classList.add("chosen");
+      };
+      box.appendChild(b);
+    }
+    wrap.appendChild(box);
+  } else if (kind === "string") {
+    f.input = document.createElement("textarea");
+  } else if (kind === "number") {
+    f.input = document.createElement("input"); f.input.type = "number";
+    f.input.step = schema.type === "integer" ? "1" : "any";
+  } else if (kind === "boolean") {
+    f.input = document.createElement("input"); f.input.type = "checkbox";
+  } else {
+    f.input = document.createElement("textarea"); f.input.className = "json";
+    f.input.placeholder = "JSON, e.g. {\"key\": \"value\"}";
+  }
+  if (f.input) { f.input.name = name; f.input.id = `field-${name}`; wrap.appendChild(f.input); }
+  const err = document.createElement("p"); err.className = "error"; err.hidden = true;
+  wrap.appendChild(err); f.error = err;
+  return f;
+}
+
+function buildForm(schema) {
+  const box = $("fields");
+  box.textContent = "";
+  state.fields = [];
+  state.objectForm = !!(schema && schema.type === "object" && schema.properties);
+  if (state.objectForm) {
+    for (const [name, sub] of Object.entries(schema.properties)) {
+      state.fields.push(makeField(name, sub, name));
+    }
+  } else {
+    state.fields.push(makeField("$", schema, "Your answer"));
+  }
+  for (const f of state.fields) box.appendChild(f.wrap);
+}
+
+function readField(f) {
+  if (f.kind === "enum") return f.value;
+  if (f.kind === "string") return f.input.value === "" ? undefined : f.input.value;
+  if (f.kind === "number") return f.input.value === "" ? undefined : Number(f.input.value);
+  if (f.kind === "boolean") return f.input.checked;
+  if (f.input.value.trim() === "") return undefined;
+  try { return JSON.parse(f.input.value); } catch (e) { throw { field: f, message: "This is not valid JSON." }; }
+}
+
+function clearErrors() {
+  for (const f of state.fields) { f.error.hidden = true; f.error.textContent = ""; }
+  $("answer-error").hidden = true;
+}
+
+function showError(path, message) {
+  // "$.label" or "$.items[0]" -> the form field "label"/"items"; "$" -> the only field
+  const m = /^\$\.([^.[]+)/.exec(path || "");
+  const name = m ? m[1] : "$";
+  const f = state.fields.find((x) => x.name === name) ||
+            (state.objectForm ? null : state.fields[0]);
+  const target = f ? f.error : $("answer-error");
+  target.textContent = message; target.hidden = false;
+}
+
+async function submitAnswer(ev) {
+  ev.preventDefault();
+  clearErrors();
+  let answer;
+  try {
+    if (state.objectForm) {
+      answer = {};
+      for (const f of state.fields) {
+        const v = readField(f);
+        if (v !== undefined) answer[f.name] = v;
+      }
+    } else {
+      answer = readField(state.fields[0]);
+      if (answer === undefined) { showError("$", "Please give an answer."); return; }
+    }
+  } catch (e) { e.field.error.textContent = e.message; e.field.error.hidden = false; return; }
+  $("submit").disabled = true;
+  const r = await api(`/v1/assignments/${state.claim.assignment_id}/submit`, { answer });
+  $("submit").disabled = false;
+  if (r.status === 200) {
+    stopTimers();
+    notice("");
+    $("receipt").textContent =
+      `Submitted. Receipt ${r.data.id.slice(0, 8)}, paid ${r.data.pay_cents} cents.`;
+    $("receipt").hidden = false;
+    await claimNext();
+    return;
+  }
+  if (r.status === 422) {
+    const e = r.data.error;
+    const details = e.details || {};
+    showError(details.path, e.message.replace(/^answer does not match the answer schema at \S+: /,
+                                              "Not accepted: "));
+    return;
+  }
+  if (r.status === 409 || r.status === 404) { notice(explain(r.data, r.status)); await claimNext(); }
+  else setStatus(explain(r.data, r.status), true);
+}
+
+function notice(text) { $("notice").textContent = text; $("notice").hidden = !text; }
+
+// --- the lease: a countdown and heartbeats ------------------------------------------
+
+function startLease(leaseUntil) {
+  state.leaseUntil = new Date(leaseUntil).getTime();
+  const draw = () => {
+    const left = Math.max(0, Math.round((state.leaseUntil - Date.now()) / 1000));
+    const text = `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")} left`;
+    $("countdown").textContent = text;
+    $("countdown").className = left < 60 ? "low" : "";
+  };
+  draw();
+  state.tick = setInterval(draw, 1000);
+  scheduleHeartbeat();
+}
+
+function scheduleHeartbeat() {
+  // every minute, or a third of the lease left, whichever is sooner (README: heartbeats)
+  const left = state.leaseUntil - Date.now();
+  state.hb = setTimeout(heartbeat, Math.max(500, Math.min(60000, left / 3)));
+}
+
+async function heartbeat() {
+  const claim = state.claim;
+  const r = await api(`/v1/assignments/${claim.assignment_id}/heartbeat`);
+  if (state.claim !== claim) return;
+  if (r.status === 200) {
+    state.leaseUntil = new Date(r.data.lease_until).getTime();
+    $("priority-hint").hidden = !r.data.has_high_priority_tasks;
+    scheduleHeartbeat();
+    return;
+  }
+  if (r.status === 503 || r.status === 0) { scheduleHeartbeat(); return; }
+  notice(explain(r.data, r.status));
+  if (r.data && r.data.error && r.data.error.code === "PROJECT_CANCELED") return;
+  await claimNext();
+}
+
+$("auth").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  state.token = $("token").value.trim();
+  const skills = $("skills").value.split(",").map((s) => s.trim()).filter(Boolean);
+  state.skills = skills.length ? skills : null;
+  if (!state.token) { setStatus("Paste your expert token first.", true); return; }
+  claimNext();
+});
+$("answer").addEventListener("submit", submitAnswer);
