@@ -29,6 +29,7 @@ from taskroute.observability.health import healthz, readyz, register_readiness
 from taskroute.observability.metrics import metrics_endpoint
 from taskroute.observability.requests import RequestContext
 from taskroute.realtime.backend import PostgresNotifyBackend
+from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
 from taskroute.resolvers import batches
@@ -129,6 +130,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.pool_max, settings.admission_queue, settings.admission_claim_queue
         )
         services = Services(Database(pool, settings.pool_timeout, admission), settings)
+        services.subscriptions = SubscriptionBudget(
+            settings.ws_max_subscriptions_per_socket, settings.ws_max_subscriptions_per_credential
+        )
         listener = PostgresNotifyBackend(
             url,
             probe_interval=settings.listen_probe_interval,

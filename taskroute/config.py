@@ -66,8 +66,13 @@ class Settings:
     forecast_interval: float = 30.0
     # Back on track only when the ETA beats the deadline by this fraction of the time left.
     forecast_hysteresis: float = 0.1
-    # Seconds between re-evaluations behind one `forecastUpdated` subscription.
+    # Seconds between re-evaluations behind `forecastUpdated` when no task of the project
+    # changed (time alone moves an ETA); a change re-evaluates at once. One evaluation per
+    # project per change or interval, shared by all of its subscribers.
     forecast_poll: float = 2.0
+    # Subscriptions one WebSocket, and one credential (across sockets), may hold per process.
+    ws_max_subscriptions_per_socket: int = 20
+    ws_max_subscriptions_per_credential: int = 200
     # Seconds between health probes of the LISTEN connection (a dead one is replaced).
     listen_probe_interval: float = 5.0
     # Seconds a probe may take; two probes in a row without an answer replace the connection.
@@ -135,6 +140,10 @@ class Settings:
             forecast_interval=_float("TASKROUTE_FORECAST_INTERVAL", 30.0),
             forecast_hysteresis=_float("TASKROUTE_FORECAST_HYSTERESIS", 0.1),
             forecast_poll=_float("TASKROUTE_FORECAST_POLL", 2.0),
+            ws_max_subscriptions_per_socket=_int("TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET", 20),
+            ws_max_subscriptions_per_credential=_int(
+                "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL", 200
+            ),
             inline_payload_bytes=_int("TASKROUTE_INLINE_PAYLOAD_BYTES", 16 * 1024),
             blob_concurrency=_int("TASKROUTE_BLOB_CONCURRENCY", 16),
             ingest_chunk_tasks=_int("TASKROUTE_INGEST_CHUNK_TASKS", 1000),

@@ -80,3 +80,8 @@ class LinkExpired(TaskrouteError):
 
     code = "LINK_EXPIRED"
     http_status = 410
+
+
+class TooManySubscriptions(TaskrouteError):
+    code = "TOO_MANY_SUBSCRIPTIONS"
+    http_status = 429

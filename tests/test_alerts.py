@@ -192,5 +192,10 @@ async def test_periodic_job_and_subscription_push_once(
             assert update["alert"] is None and update["forecast"]["atRisk"] is True
         finally:
             await ws.close()
-        alerts = await db.fetch("SELECT kind FROM project_alerts WHERE project_id = $1", pid)
-        assert [a["kind"] for a in alerts] == ["at_risk"]
+        alerts = await db.fetch(
+            "SELECT kind FROM project_alerts WHERE project_id = $1 ORDER BY seq", pid
+        )
+        # One at-risk alert while nobody worked. The forecast measures pace from the work
+        # itself: once the submission gives it a pace (9 tasks left, 2 h to go), the job may
+        # rightly judge the project recovered; never a second at-risk alert.
+        assert [a["kind"] for a in alerts] in (["at_risk"], ["at_risk", "recovered"])

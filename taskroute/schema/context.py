@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +10,7 @@ from taskroute.auth import Viewer, authenticate
 from taskroute.config import Settings
 from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
+from taskroute.realtime.budget import SubscriptionBudget
 
 
 @dataclass
@@ -20,6 +22,7 @@ class Services:
     extras: dict[str, Any] = field(default_factory=dict)
     # token hash -> viewer (None: every request looks its token up in the database)
     credentials: CredentialCache | None = None
+    subscriptions: SubscriptionBudget | None = None
 
 
 @dataclass
@@ -56,3 +59,12 @@ class Context:
         if self.writing:
             self._viewer.require_write()
         return self._viewer
+
+    def subscription_slot(self, viewer: Viewer) -> contextlib.AbstractContextManager[None]:
+        """Hold one of the socket's and the credential's subscriptions while a subscription
+        runs (TOO_MANY_SUBSCRIPTIONS beyond the budget)."""
+        budget = self.services.subscriptions
+        if budget is None:
+            return contextlib.nullcontext()
+        credential = viewer.credential_id or viewer.role  # the admin token has no stored id
+        return budget.slot(self.request, credential)

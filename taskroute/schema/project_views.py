@@ -3,15 +3,18 @@
 `Project.forecast`, `Project.alerts` and `Project.progressBySkill` resolve here (wired in
 types.py). This module must not import `types` (types imports it).
 
-`forecastUpdated(projectId)` is an async generator that re-evaluates the forecast every
-`forecast_poll` seconds and yields only when what a subscriber sees changed (remaining work,
-throughput, on-track, ETA to the minute, risk state, or a new alert). When the LISTEN/NOTIFY
-hub in `taskroute/realtime/` lands, the sleep can become a wait on the project's channel.
+`forecastUpdated(projectId)` is an async generator that re-evaluates the forecast when the
+project's tasks change (the hub's progress NOTIFY) or, with nothing changing, every
+`forecast_poll` seconds, and yields only when what a subscriber sees changed (remaining work,
+throughput, on-track, ETA to the minute, risk state, or a new alert). The subscribers of one
+project share each evaluation (`realtime/shared.py`): N dashboards cost one, not N polls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any
@@ -20,6 +23,7 @@ import strawberry
 
 from taskroute.auth import parse_id
 from taskroute.db.queries import Q
+from taskroute.realtime.shared import SharedEvaluations
 from taskroute.resolvers import alerts as alert_domain
 from taskroute.resolvers import customer_views
 from taskroute.resolvers import forecast as fc
@@ -219,21 +223,52 @@ class ForecastSubscription:
     async def forecast_updated(
         self, info: Info, project_id: strawberry.ID
     ) -> AsyncGenerator[ForecastUpdate, None]:
+        viewer = await info.context.viewer()
         project = await _project(info, project_id)
         db = info.context.db
+        settings = info.context.settings
+        hub = info.context.services.extras.get("hub")
+        shared = info.context.services.extras.setdefault("forecasts", SharedEvaluations())
         seen_alerts = await db.fetchval(Q["alert_latest_seq"], project["id"])
         last: tuple[Any, ...] | None = None
-        while True:
+
+        async def evaluate() -> tuple[Any, Any, Any]:
             async with db.connection() as conn:
-                f = await fc.project_forecast(conn, info.context.settings, project)
+                f = await fc.project_forecast(conn, settings, project)
             risk = await alert_domain.risk(db, project["id"])
             newest = await alert_domain.alerts(db, project["id"], 1)
-            alert = None
-            if newest and newest[0]["seq"] > seen_alerts:
-                seen_alerts = newest[0]["seq"]
-                alert = Alert.of(newest[0])
-            signature = (f.signature(), risk.state)
-            if alert is not None or signature != last:
-                last = signature
-                yield ForecastUpdate(forecast=Forecast.of(f, risk), alert=alert)
-            await asyncio.sleep(info.context.settings.forecast_poll)
+            return f, risk, newest[0] if newest else None
+
+        with info.context.subscription_slot(viewer):
+            watch_cm = hub.progress_watch(project["id"]) if hub is not None else None
+            async with watch_cm or contextlib.nullcontext() as watch:
+                counts: Any = None
+                while True:
+                    # Re-evaluate when the project's tasks change (the progress NOTIFY) or,
+                    # with nothing changing, once per `forecast_poll` (time moves an ETA).
+                    # Subscribers of one project share each evaluation: the key is the
+                    # counts they all saw and the interval they are in.
+                    bucket = int(time.monotonic() / settings.forecast_poll)
+                    f, risk, newest = await shared.get(
+                        (project["id"], repr(counts), bucket), evaluate
+                    )
+                    alert = None
+                    if newest is not None and newest["seq"] > seen_alerts:
+                        seen_alerts = newest["seq"]
+                        alert = Alert.of(newest)
+                    signature = (f.signature(), risk.state)
+                    if alert is not None or signature != last:
+                        last = signature
+                        yield ForecastUpdate(forecast=Forecast.of(f, risk), alert=alert)
+                    counts = await _next_change(watch, settings.forecast_poll, counts)
+
+
+async def _next_change(watch: Any, timeout: float, counts: Any) -> Any:
+    """The project's task counts after the next change, or the same counts after `timeout`."""
+    if watch is None:
+        await asyncio.sleep(timeout)
+        return counts
+    try:
+        return await asyncio.wait_for(watch.next(), timeout)
+    except TimeoutError:
+        return counts

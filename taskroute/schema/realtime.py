@@ -44,18 +44,20 @@ class RealtimeSubscription:
     async def task_available(
         self, info: Info, skills: list[str] | None = None
     ) -> AsyncGenerator[TaskAvailable, None]:
-        expert_id = (await info.context.viewer()).require_expert()
+        viewer = await info.context.viewer()
+        expert_id = viewer.require_expert()
         wanted = v.skills_filter(skills)
-        async with _hub(info).task_waiter(expert_id, wanted) as waiter:
-            if waiter is None:
-                raise BadInput("the expert holds none of these skills (active)", field="skills")
-            while True:
-                hint = await waiter.next()
-                yield TaskAvailable(
-                    skill=hint.skill,
-                    project_id=strawberry.ID(hint.project_id) if hint.project_id else None,
-                    recheck=hint.project_id is None,
-                )
+        with info.context.subscription_slot(viewer):
+            async with _hub(info).task_waiter(expert_id, wanted) as waiter:
+                if waiter is None:
+                    raise BadInput("the expert holds none of these skills (active)", field="skills")
+                while True:
+                    hint = await waiter.next()
+                    yield TaskAvailable(
+                        skill=hint.skill,
+                        project_id=strawberry.ID(hint.project_id) if hint.project_id else None,
+                        recheck=hint.project_id is None,
+                    )
 
     @strawberry.subscription(
         description="For the owning customer: task counts, now and on change (coalesced)."
@@ -67,6 +69,7 @@ class RealtimeSubscription:
         pid = parse_id(project_id, "project")
         # Another customer's project (or an expert) is refused as not found.
         await projects.get_project(info.context.db, pid, viewer.customer_scope())
-        async with _hub(info).progress_watch(pid) as watch:
-            while True:
-                yield Progress(**await watch.next())
+        with info.context.subscription_slot(viewer):
+            async with _hub(info).progress_watch(pid) as watch:
+                while True:
+                    yield Progress(**await watch.next())

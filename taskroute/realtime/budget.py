@@ -1,0 +1,48 @@
+"""How many subscriptions a socket and a credential may hold at once (per server process).
+
+Each subscription holds a hub registration, a queue and, for forecasts, a share of the
+re-evaluations: a client that opens thousands on one socket (or across sockets with one token)
+must be refused with a clear error instead of being served until the process runs out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from taskroute.errors import TooManySubscriptions
+
+
+class SubscriptionBudget:
+    def __init__(self, per_socket: int, per_credential: int) -> None:
+        self.per_socket = per_socket
+        self.per_credential = per_credential
+        self._by_credential: Counter[Any] = Counter()
+        self._by_socket: Counter[int] = Counter()
+
+    @contextlib.contextmanager
+    def slot(self, socket: object, credential: Any) -> Iterator[None]:
+        """Hold one subscription of `credential` on `socket` for the block's duration."""
+        sock = id(socket)
+        if self._by_socket[sock] >= self.per_socket:
+            raise TooManySubscriptions(
+                f"at most {self.per_socket} subscriptions per connection; close one first"
+            )
+        if self._by_credential[credential] >= self.per_credential:
+            raise TooManySubscriptions(
+                f"at most {self.per_credential} subscriptions per credential on this server"
+            )
+        self._by_socket[sock] += 1
+        self._by_credential[credential] += 1
+        try:
+            yield
+        finally:
+            for counter, key in ((self._by_socket, sock), (self._by_credential, credential)):
+                counter[key] -= 1
+                if counter[key] <= 0:
+                    del counter[key]
+
+    def stats(self) -> dict[str, int]:
+        return {"sockets": len(self._by_socket), "credentials": len(self._by_credential)}
