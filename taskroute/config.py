@@ -42,8 +42,8 @@ class Settings:
     # connection; past it a request is refused at once (503 / UNAVAILABLE, Retry-After)
     # instead of waiting in a line that cannot drain in time. Claims have their own, shorter
     # line (shed first); heartbeats and submits are served before everything else.
-    admission_queue: int = 100
-    admission_claim_queue: int = 10
+    admission_queue: int = 1000
+    admission_claim_queue: int = 200
     # Seconds between sweeps of expired leases.
     sweep_interval: float = 5.0
     # REST 204 Retry-After seconds when there is nothing to claim.
@@ -122,8 +122,8 @@ class Settings:
             pool_min=_int("TASKROUTE_POOL_MIN", 2),
             pool_max=_int("TASKROUTE_POOL_MAX", 10),
             pool_timeout=_float("TASKROUTE_POOL_TIMEOUT", 5.0),
-            admission_queue=_int("TASKROUTE_ADMISSION_QUEUE", 100),
-            admission_claim_queue=_int("TASKROUTE_ADMISSION_CLAIM_QUEUE", 10),
+            admission_queue=_int("TASKROUTE_ADMISSION_QUEUE", 1000),
+            admission_claim_queue=_int("TASKROUTE_ADMISSION_CLAIM_QUEUE", 200),
             sweep_interval=_float("TASKROUTE_SWEEP_INTERVAL", 5.0),
             retry_after=_int("TASKROUTE_RETRY_AFTER", 10),
             max_body_bytes=_int("TASKROUTE_MAX_BODY_BYTES", 32 * 1024 * 1024),

@@ -286,3 +286,23 @@ async def test_rest_contract_round_trip(api: Api) -> None:
     assert again.status_code == 409 and again.json()["error"]["code"] == "ALREADY_SUBMITTED"
     got = await api.rest("GET", f"/v1/projects/{project_id}", customer["token"])
     assert got.json()["progress"]["done"] == 1
+
+
+async def test_payloads_of_every_json_type_round_trip(api: Api) -> None:
+    """A payload (or gold answer) that is itself a JSON array used to be taken by the driver
+    for another dimension of the insert's array parameter (INTERNAL); every JSON type is
+    stored and delivered as sent."""
+    customer = await api.create_customer()
+    expert = await api.create_expert(["any"])
+    payloads: list[object] = [["a", "b", 1], [[1, 2], [3]], "text", 7, 2.5, True, {"k": [1, [2]]}]
+    await api.create_project(
+        customer["token"],
+        [{"skill": "any", "payload": p, "externalId": f"p{i}"} for i, p in enumerate(payloads)],
+    )
+    got = []
+    for _ in payloads:
+        claim = await api.claim(expert["token"])
+        assert claim is not None
+        got.append(claim["task"]["payload"])
+        await api.submit(expert["token"], claim["assignmentId"], ["an", "array", "answer"])
+    assert sorted(map(repr, got)) == sorted(map(repr, payloads))

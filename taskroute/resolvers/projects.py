@@ -16,7 +16,7 @@ from taskroute.db.queries import Q
 from taskroute.errors import NotFound
 from taskroute.realtime import notify
 from taskroute.resolvers.payloads import PayloadRef
-from taskroute.resolvers.validation import ProjectSpec, TaskSpec
+from taskroute.resolvers.validation import ProjectSpec, TaskSpec, json_text
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,10 @@ async def insert_tasks(
     if not specs:
         return 0
     if refs is None:
-        inline = [s.payload for s in specs]
+        inline = [s.payload_json for s in specs]
         keys: list[str | None] = [None] * len(specs)
     else:
-        inline = [s.payload if r.inline else None for s, r in zip(specs, refs, strict=True)]
+        inline = [s.payload_json if r.inline else None for s, r in zip(specs, refs, strict=True)]
         keys = [r.key for r in refs]
     ids = [uuid.uuid4() for _ in specs]
     new_ids = {
@@ -59,7 +59,7 @@ async def insert_tasks(
             inline,
             keys,
             [len(s.payload_json.encode()) for s in specs],
-            [s.gold for s in specs],
+            [json_text(s.gold) for s in specs],
         )
     }
     fresh = [(i, s) for i, s in zip(ids, specs, strict=True) if i in new_ids]

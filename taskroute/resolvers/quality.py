@@ -321,10 +321,10 @@ async def add_gold_items(
             [uuid.uuid4() for _ in specs],
             [s.skill for s in specs],
             [s.external_id for s in specs],
-            [s.payload if ref.inline else None for s, ref in zip(specs, refs, strict=True)],
+            [s.payload_json if ref.inline else None for s, ref in zip(specs, refs, strict=True)],
             [ref.key for ref in refs],
             [len(s.payload_json.encode()) for s in specs],
-            [s.gold for s in specs],
+            [v.json_text(s.gold) for s in specs],
         )
     return len(rows)
 

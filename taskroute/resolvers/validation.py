@@ -75,6 +75,11 @@ def _json_depth_ok(value: Any, limit: int) -> bool:
     return True
 
 
+def json_text(value: Any) -> str | None:
+    """JSON text of an already validated value (None stays None: no value)."""
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def json_value(value: Any, where: str, max_bytes: int) -> str:
     """Canonical JSON of an untrusted value, or BAD_INPUT for what Postgres' jsonb (or the
     encoder) would refuse: NaN/Infinity, NUL characters, lone surrogates, absurd nesting."""

@@ -15,14 +15,17 @@ RETURNING *;
 SELECT * FROM projects WHERE id = $1 AND ($2::uuid IS NULL OR customer_id = $2);
 
 -- name: items_insert
--- $1 project_id; parallel arrays $2 ids, $3 skills, $4 external ids, $5 inline payloads,
--- $6 payload keys, $7 payload sizes, $8 gold answers.
+-- $1 project_id; parallel arrays $2 ids, $3 skills, $4 external ids, $5 inline payloads
+-- (JSON text), $6 payload keys, $7 payload sizes, $8 gold answers (JSON text).
+-- Payloads and gold travel as JSON text: as jsonb[] elements, a payload that is itself a JSON
+-- array was taken by the driver for another dimension of the array parameter.
 -- Re-sending an external id is a no-op: only newly stored items come back.
 INSERT INTO items (id, project_id, skill, external_id, payload, payload_key, payload_bytes,
                    gold_answer)
-SELECT u.id, $1, u.skill, u.external_id, u.payload, u.payload_key, u.payload_bytes, u.gold
-FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::int[],
-            $8::jsonb[]) AS u(id, skill, external_id, payload, payload_key, payload_bytes, gold)
+SELECT u.id, $1, u.skill, u.external_id, u.payload::jsonb, u.payload_key, u.payload_bytes,
+       u.gold::jsonb
+FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],
+            $8::text[]) AS u(id, skill, external_id, payload, payload_key, payload_bytes, gold)
 ON CONFLICT (project_id, external_id) DO NOTHING
 RETURNING id;
 
