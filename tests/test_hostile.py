@@ -74,6 +74,16 @@ async def test_depth_token_and_alias_limits(api: Api) -> None:
     assert status == 200 and "errors" not in body
 
 
+async def test_long_number_literals_are_bad_input(api: Api) -> None:
+    """graphql-core converts Int literals with int(): past Python's 4300-digit limit that
+    raised inside validation and answered INTERNAL."""
+    for literal in ("9" * 5000, "9" * 41, "1" + "0" * 60 + ".5"):
+        status, body = await gql(api, f"{{ auditLog(limit: {literal}) {{ nextCursor }} }}")
+        assert status == 400 and set(codes(body)) == {"BAD_INPUT"}, (literal[:8], body)
+    status, body = await gql(api, "{ auditLog(limit: 5) { nextCursor } }")
+    assert status == 200, body
+
+
 async def test_repeated_fields_and_fragments_are_bounded(api: Api) -> None:
     """Duplicate fields and fragment spreads cannot dodge the cost bound: fields are counted
     with every repetition and every spread expanded (within the token limit)."""

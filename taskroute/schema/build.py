@@ -14,7 +14,13 @@ from .core_query import CoreQuery
 from .customer_views import CustomerViewsQuery
 from .errors import ErrorCodes, TaskrouteSchema
 from .ledger import LedgerMutation, LedgerQuery
-from .limits import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS, DepthAndAliasLimits
+from .limits import (
+    MAX_ALIASES,
+    MAX_DEPTH,
+    MAX_TOKENS,
+    DepthAndAliasLimits,
+    NumberLiteralLimit,
+)
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
 from .quality import QualityMutation, QualityQuery
 from .realtime import RealtimeSubscription
@@ -55,6 +61,7 @@ def build_schema(introspection: bool = True) -> strawberry.Schema:
         # Depth and alias rules made once, so ValidationCache hits (see limits.py).
         DepthAndAliasLimits,
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
+        NumberLiteralLimit,
     ]
     if not introspection:
         extensions.append(DisableIntrospection)

@@ -10,18 +10,30 @@ is validated from scratch. Here the rule classes are made once and reused by eve
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterator
 
 from graphql import (
+    DocumentNode,
     FieldNode,
+    FloatValueNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLError,
     InlineFragmentNode,
+    IntValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
+    Visitor,
+    visit,
 )
 from graphql.validation import ASTValidationRule
-from strawberry.extensions import AddValidationRules, MaxAliasesLimiter, QueryDepthLimiter
+from strawberry.extensions import (
+    AddValidationRules,
+    MaxAliasesLimiter,
+    QueryDepthLimiter,
+    SchemaExtension,
+)
 
 MAX_DEPTH = 12
 MAX_TOKENS = 5000
@@ -80,3 +92,42 @@ def _rules() -> tuple[type[ASTValidationRule], ...]:
 class DepthAndAliasLimits(AddValidationRules):
     def __init__(self) -> None:
         super().__init__(list(_rules()))
+
+
+# A number literal longer than this is refused while parsing: graphql-core converts Int
+# literals with int(), which raises (and answered INTERNAL) past Python's 4300-digit limit, and
+# no field takes a number anywhere near this long.
+MAX_NUMBER_DIGITS = 40
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_NUMBER_DIGITS + 1},}}")
+
+
+class NumberLiteralLimit(SchemaExtension):
+    """Refuses documents with absurdly long number literals as a request error."""
+
+    def on_parse(self) -> Iterator[None]:
+        yield
+        query = self.execution_context.query or ""
+        document = self.execution_context.graphql_document
+        if document is None or not _LONG_DIGITS.search(query):
+            return  # the common case: one regex scan, no walk
+        for node in _number_literals(document):
+            if len(node.value) > MAX_NUMBER_DIGITS:
+                raise GraphQLError(
+                    f"number literals are limited to {MAX_NUMBER_DIGITS} characters",
+                    node,
+                    extensions={"code": "BAD_INPUT"},
+                )
+
+
+def _number_literals(document: DocumentNode) -> list[IntValueNode | FloatValueNode]:
+    found: list[IntValueNode | FloatValueNode] = []
+
+    class Collect(Visitor):
+        def enter_int_value(self, node: IntValueNode, *_: object) -> None:
+            found.append(node)
+
+        def enter_float_value(self, node: FloatValueNode, *_: object) -> None:
+            found.append(node)
+
+    visit(document, Collect())
+    return found
