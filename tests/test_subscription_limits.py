@@ -18,7 +18,7 @@ from taskroute.resolvers import forecast as fc
 
 from . import conftest
 from .helpers import Api, tasks_of
-from .ws import PROJECT_PROGRESS, TASK_AVAILABLE, WsClient
+from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, WsClient
 
 FORECAST = "subscription($p: ID!) { forecastUpdated(projectId: $p) { forecast { remaining } } }"
 
@@ -129,3 +129,25 @@ async def test_forecast_subscribers_of_a_project_share_each_evaluation(
     finally:
         for ws in sockets:
             await ws.close()
+
+
+async def test_bad_subscription_documents_get_coded_errors_on_both_protocols(
+    small_budget: Api,
+) -> None:
+    """A syntax error used to end in a bare `complete` (graphql-ws: silence) and an unhandled
+    exception in the log; validation errors carried no code."""
+    api = small_budget
+    expert = await api.create_expert(["s"])
+    for protocol in (TRANSPORT_WS, LEGACY_WS):
+        async with WsClient(api.base_url, expert["token"], protocol=protocol) as ws:
+            for document in ("subscription { taskAvailable {", "subscription { nope }"):
+                op = await ws.subscribe(document)
+                msg = await ws.next()
+                assert msg["id"] == op and msg.get("errors"), (protocol, msg)
+                assert msg["errors"][0]["extensions"]["code"] == "BAD_INPUT", (protocol, msg)
+            # the socket stays usable: a good subscription is accepted (no error for it)
+            created = await api.create_customer()
+            await api.create_project(created["token"], tasks_of("s", 1), name=protocol)
+            op = await ws.subscribe(TASK_AVAILABLE, {"s": None})
+            msg = await ws.next()
+            assert msg["id"] == op and not msg.get("errors"), msg

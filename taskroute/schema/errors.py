@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import strawberry
 from graphql.error import GraphQLError
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.execution import PreExecutionError
 
 from taskroute.errors import TaskrouteError
 
@@ -81,8 +82,49 @@ class TaskrouteSchema(strawberry.Schema):
             result.errors = [_coded(e) for e in result.errors]
         return result
 
+    async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> Any:
+        """Subscriptions (WebSocket): every error carries a code, and a document that does not
+        parse is an `error` message for the operation. strawberry's ParserCache raises the
+        syntax error out of `stream`, and the transports then sent only `complete` (or
+        nothing, legacy graphql-ws) and logged an unhandled exception."""
+        try:
+            source = await super().stream(query, *args, **kwargs)
+        except GraphQLError as error:
+            return _one(_document_error(error))
+        return _coded_results(source)
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
         for error in errors:
             log.debug("graphql error: %s (%s)", error.message, error.extensions)
+
+
+async def _one(result: ExecutionResult) -> AsyncGenerator[ExecutionResult, None]:
+    yield result
+
+
+def _document_error(error: GraphQLError) -> PreExecutionError:
+    # A plain GraphQLError (not GraphQLSyntaxError): an `error` message, not a socket close.
+    coded = GraphQLError(error.message, extensions={"code": "BAD_INPUT"})
+    return PreExecutionError(data=None, errors=[coded])
+
+
+async def _coded_results(source: Any) -> AsyncGenerator[Any, None]:
+    """The stream's results with a code on every error (validation errors of a subscription
+    arrive as its first result; a syntax error is raised by the first step)."""
+    first = True
+    try:
+        async for result in source:
+            first = False
+            if isinstance(result, ExecutionResult) and result.errors:
+                result.errors = [_coded(e) for e in result.errors]
+            yield result
+    except GraphQLError as error:
+        if not first:
+            raise
+        yield _document_error(error)
+    finally:
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
