@@ -55,8 +55,11 @@ async def test_listings_refuse_nasty_cursors(api: Api) -> None:
             customer,
             "plain",
         ),  # fmt: skip
-        ("query($p: ID, $a: String) { payouts(projectId: $p, after: $a) { edges { cursor } } }",
-         customer, "payout"),  # fmt: skip
+        (
+            "query($p: ID, $a: String) { payouts(projectId: $p, after: $a) { edges { cursor } } }",
+            customer,
+            "payout",
+        ),  # fmt: skip
         ("query($a: String) { projects(after: $a) { edges { cursor } } }", customer, "project"),
         ("query($a: String) { experts(after: $a) { edges { cursor } } }", None, "expert"),
         ("query($a: String) { customers(after: $a) { edges { cursor } } }", None, "customer"),
@@ -100,3 +103,29 @@ async def test_instants_at_the_edges_of_the_calendar(api: Api) -> None:
             assert err.code == "BAD_INPUT", err.errors
         else:
             raise AssertionError(f"since={since} was accepted")
+
+
+async def test_answer_field_nul_and_lone_surrogate(api: Api) -> None:
+    """Text Postgres cannot store answered INTERNAL from the driver: now BAD_INPUT."""
+    customer = await api.create_customer()
+    pid = (await api.create_project(customer["token"], tasks_of("s", 1)))["project"]["id"]
+    headers = {"Authorization": f"Bearer {customer['token']}", "Content-Type": "application/json"}
+    for escaped in ("a\\u0000b", "\\ud800"):
+        r = await api.http.put(
+            f"/v1/projects/{pid}/quality",
+            content='{"answer_field": "' + escaped + '"}',
+            headers=headers,
+        )
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["details"]["field"] == "answer_field"
+        query = (
+            '{"query": "mutation($p: ID!, $f: String) { setQualityPolicy(projectId: $p,'
+            ' input: {answerField: $f}) { answerField } }", "variables": {"p": "'
+            + pid
+            + '", "f": "'
+            + escaped
+            + '"}}'
+        )
+        r = await api.http.post("/graphql", content=query, headers=headers)
+        body = r.json()
+        assert [e["extensions"]["code"] for e in body["errors"]] == ["BAD_INPUT"], body

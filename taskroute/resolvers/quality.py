@@ -257,8 +257,12 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
     if raw.get("answer_field") is not None:
         field = raw["answer_field"]
         if not isinstance(field, str) or len(field) > 200:
-            raise BadInput("answer_field must be a string of at most 200 characters")
-        checked["answer_field"] = field or None
+            raise BadInput(
+                "answer_field must be a string of at most 200 characters", field="answer_field"
+            )
+        # "" compares whole answers; anything else must be text Postgres can store (no NUL,
+        # no lone surrogate: those reached the driver and answered INTERNAL)
+        checked["answer_field"] = v.text(field, "answer_field", 200) if field else None
     async with db.transaction() as conn:
         current = dict(await conn.fetchrow(Q["quality_policy_get"], project_id) or {})
         merged = {**current, **checked}
