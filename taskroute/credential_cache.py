@@ -254,6 +254,8 @@ class LastUse:
         pending, self._pending = self._pending, {}
         if not pending:
             return
+        if db.pool.is_closing():
+            return  # the server is shutting down: last use is advisory, not worth a traceback
         try:
             await db.execute(Q["credential_last_use_flush"], list(pending), list(pending.values()))
             self.flushes += 1

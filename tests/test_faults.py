@@ -54,9 +54,12 @@ async def call(http: httpx.AsyncClient, tally: Tally, query: str, token: str, **
             tally.transport_errors += 1
             await asyncio.sleep(0.05)
             continue
-        assert r.status_code < 500, r.text
         body = r.json()
         codes = {e.get("extensions", {}).get("code") for e in body.get("errors", [])}
+        # 503 only as the retryable UNAVAILABLE (authentication runs before the document and
+        # needs the database when the credential cache cannot be trusted, e.g. while the
+        # listener reconnects); never an INTERNAL 500.
+        assert r.status_code < 500 or (r.status_code == 503 and codes <= RETRYABLE), r.text
         if codes & RETRYABLE:
             tally.unavailable += 1
             await asyncio.sleep(0.1)

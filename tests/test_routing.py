@@ -466,10 +466,12 @@ async def test_presence_from_claims_and_heartbeats_and_absent_experts_lose_lease
     assert await last_seen() > seen_at_claim
     # The expert vanishes (no claims, no heartbeats) for longer than the 60 s lease, while
     # the lease itself is still live: the sweeper takes the task back.
+    # (the claim itself counts as presence too, so it is moved back with the last heartbeat)
     await db.execute(
         "UPDATE experts SET last_seen_at = now() - interval '2 minutes' WHERE id = $1::text::uuid",
         expert["id"],
     )
+    await db.execute("UPDATE assignments SET claimed_at = now() - interval '2 minutes'")
 
     async def reopened() -> bool:
         return await db.fetchval("SELECT status FROM tasks") == "open"
