@@ -208,12 +208,24 @@ def cmd_schema(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="taskroute")
     sub = parser.add_subparsers(dest="cmd", required=True)
+    defaults = argparse.ArgumentDefaultsHelpFormatter
 
-    serve = sub.add_parser("serve", help="run the API server (migrates first)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = sub.add_parser(
+        "serve",
+        help="run the API server (migrates first)",
+        description="Serve GraphQL, REST, /dashboard and /work. Without DATABASE_URL an "
+        "embedded Postgres starts in TASKROUTE_DATA_DIR. Settings: README's configuration.",
+        formatter_class=defaults,
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--workers", type=int, default=1, help="server processes on one database")
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        help="debug, info, warning, error (logs: JSON, or text "
+        "on a terminal; TASKROUTE_LOG_FORMAT=json|text decides)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     migrate = sub.add_parser("migrate", help="apply pending database migrations")
@@ -295,5 +307,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from taskroute.observability.logs import configure_logging
 
-    configure_logging(getattr(args, "log_level", "info"))
+    # Only the server logs by default: an admin command prints its one result, and its logs
+    # (migrations, the embedded database) would bury it; warnings and errors still show.
+    configure_logging(getattr(args, "log_level", "info" if args.cmd == "serve" else "warning"))
     args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -17,5 +17,6 @@ def start_embedded_postgres(data_dir: str) -> tuple[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(folder, cleanup_mode="stop")
     url = server.get_uri()
-    log.warning("DATABASE_URL is not set: using embedded Postgres in %s (%s)", folder, url)
+    # the documented default for a first run, not a problem: info, not a warning
+    log.info("DATABASE_URL is not set: using embedded Postgres in %s (%s)", folder, url)
     return url, server

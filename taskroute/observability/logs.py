@@ -55,7 +55,9 @@ class TextFormatter(logging.Formatter):
 
 def configure_logging(level: str | int = "INFO", fmt: str | None = None) -> None:
     """Route every logger (ours, uvicorn's, asyncpg's) through one stderr handler."""
-    fmt = (fmt or os.environ.get("TASKROUTE_LOG_FORMAT", "json")).lower()
+    # JSON for log collectors; plain lines when a person reads stderr in a terminal.
+    default = "text" if sys.stderr.isatty() else "json"
+    fmt = (fmt or os.environ.get("TASKROUTE_LOG_FORMAT", default)).lower()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(TextFormatter() if fmt == "text" else JsonFormatter())
     root = logging.getLogger()
