@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -29,6 +29,23 @@ CANDIDATE_ADMIN_DSNS = [
 
 def _dsn(base: str, dbname: str) -> str:
     return base.rsplit("/", 1)[0] + "/" + dbname
+
+
+CHECKOUT_BLOBS = Path(__file__).resolve().parent.parent / ".taskroute" / "blobs"
+
+
+def _blob_entries() -> set[str]:
+    return {p.name for p in CHECKOUT_BLOBS.iterdir()} if CHECKOUT_BLOBS.is_dir() else set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tests_leave_the_checkouts_blobs_alone() -> Iterator[None]:
+    """./.taskroute/blobs is where a developer's own server keeps payloads: tests write theirs
+    into temporary folders. Fails the run if a test wrote there."""
+    before = _blob_entries()
+    yield
+    added = _blob_entries() - before
+    assert not added, f"tests wrote {len(added)} blob folders into {CHECKOUT_BLOBS}"
 
 
 @pytest_asyncio.fixture(scope="session")

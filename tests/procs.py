@@ -59,6 +59,9 @@ class ServeProcess:
             "PYTHONPATH": str(ROOT),  # this checkout's code
             "TASKROUTE_ADMIN_TOKEN": ADMIN_TOKEN,
             "TASKROUTE_LOG_FORMAT": "json",
+            # Payloads in the test's folder, never the checkout's ./.taskroute/blobs (where a
+            # developer's own server keeps its data); servers started side by side share it.
+            "TASKROUTE_BLOB_URL": f"file://{self.log_path.parent / 'blobs'}",
             **self.env,
         }
         env.pop("DATABASE_URL", None)
