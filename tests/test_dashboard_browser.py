@@ -99,6 +99,11 @@ async def test_dashboard_progress_and_at_risk(
                 await page.wait_for_selector(f"{card} [data-testid=at-risk]", timeout=WAIT_MS)
                 numbers = await page.locator(f"{card} [data-testid=numbers]").inner_text()
                 assert numbers.startswith("2 of 4 done")
+                # The reason, per skill, in words: nobody can do `review`.
+                review = await page.locator(f'{card} [data-skill="review"]').inner_text()
+                assert "no present expert holds `review`" in review, review
+                # At risk is the only badge: never "on track" next to it.
+                assert await page.locator(f"{card} [data-testid=on-track]").count() == 0
 
                 # The token survives a reload (localStorage).
                 await page.reload()

@@ -13,8 +13,8 @@ const PROJECTS_QUERY = `query Dashboard {
     id name status deadline
     progress { total open claimed done failed canceled }
     progressBySkill { skill total open claimed done failed canceled }
-    forecast { remaining eta etaEarly etaLate onTrack atRisk throughputPerHour
-                bySkill { skill remaining extraExpertsNeeded } }
+    forecast { remaining eta etaEarly etaLate onTrack atRisk throughputPerHour reasons
+                bySkill { skill remaining extraExpertsNeeded reason } }
     alerts(first: 5) { id kind message createdAt }
   } } }
 }`;
@@ -69,27 +69,42 @@ function bar(percent, label) {
                      "aria-label": label }, fill);
 }
 
+function forecastLine(p, f, finished) {
+  const deadline = `deadline ${fmt(p.deadline)}`;
+  if (finished) return `${deadline} · all work done`;
+  if (!f.eta) {
+    const why = f.reasons.length ? f.reasons.join("; ") : "no measured pace yet";
+    return `${deadline} · forecast unknown: ${why} · ${f.remaining} remaining`;
+  }
+  const range = f.etaLate && f.etaEarly !== f.etaLate
+    ? ` (between ${fmt(f.etaEarly)} and ${fmt(f.etaLate)})` : "";
+  return `${deadline} · forecast ${fmt(f.eta)}${range} · ${f.remaining} remaining · ` +
+    `${f.throughputPerHour.toFixed(1)}/h`;
+}
+
 function renderProject(p) {
   const g = p.progress;
   const f = p.forecast;
   const percent = pct(g.done, g.total, g.canceled);
   const title = el("h2", {}, p.name, el("span", { class: "badge status" }, p.status));
-  if (f.atRisk) title.append(el("span", { class: "badge at-risk", "data-testid": "at-risk" }, "at risk"));
-  else if (p.deadline) title.append(el("span", { class: "badge on-track" }, "on track"));
+  // One badge, never a reassuring one without grounds: finished, at risk, on track only when
+  // the forecast says so, else "forecast unknown" (no measured pace yet).
+  const finished = f.remaining === 0 && g.total > 0;
+  if (finished) title.append(el("span", { class: "badge done", "data-testid": "finished" }, "all done"));
+  else if (f.atRisk) title.append(el("span", { class: "badge at-risk", "data-testid": "at-risk" }, "at risk"));
+  else if (p.deadline && f.onTrack) title.append(el("span", { class: "badge on-track", "data-testid": "on-track" }, "on track"));
+  else if (p.deadline && !f.eta) title.append(el("span", { class: "badge unknown", "data-testid": "unknown" }, "forecast unknown"));
   const card = el("article", { class: "project", "data-project": p.id }, title,
     bar(percent, `${p.name} progress`),
     el("div", { class: "numbers", "data-testid": "numbers" },
        `${g.done} of ${g.total} done · ${g.open} open · ${g.claimed} in progress · ` +
        `${g.failed} failed · ${percent}%`),
-    el("div", { class: "numbers" },
-       `deadline ${fmt(p.deadline)} · forecast ${f.eta ? fmt(f.eta) : "unknown (no throughput)"}` +
-       (f.eta && f.etaLate ? ` (between ${fmt(f.etaEarly)} and ${fmt(f.etaLate)})` : "") +
-       ` · ${f.remaining} remaining · ${f.throughputPerHour.toFixed(1)}/h`));
-  const extra = new Map(f.bySkill.map((s) => [s.skill, s.extraExpertsNeeded]));
+    el("div", { class: "numbers", "data-testid": "forecast" }, forecastLine(p, f, finished)));
+  const bySkill = new Map(f.bySkill.map((s) => [s.skill, s]));
   for (const s of p.progressBySkill) {
-    const need = extra.get(s.skill);
-    card.append(el("div", { class: "skill" },
-      `${s.skill}: ${s.done}/${s.total}` + (need ? ` · needs ${need} more expert(s)` : ""),
+    const why = bySkill.get(s.skill)?.reason;  // "no present expert holds `x`", "N more ..."
+    card.append(el("div", { class: "skill", "data-skill": s.skill },
+      `${s.skill}: ${s.done}/${s.total}` + (why ? ` · ${why}` : ""),
       bar(pct(s.done, s.total, s.canceled), `${p.name} ${s.skill} progress`)));
   }
   if (p.alerts.length) {
