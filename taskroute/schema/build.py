@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import strawberry
 from strawberry.extensions import MaxTokensLimiter, ParserCache, ValidationCache
 from strawberry.extensions.disable_introspection import DisableIntrospection
@@ -18,6 +20,7 @@ from .limits import (
     MAX_ALIASES,
     MAX_DEPTH,
     MAX_TOKENS,
+    SAFE_DATETIME,
     DepthAndAliasLimits,
     NumberLiteralLimit,
 )
@@ -70,4 +73,5 @@ def build_schema(introspection: bool = True) -> strawberry.Schema:
         mutation=merge_types("Mutation", MUTATIONS),
         subscription=merge_types("Subscription", SUBSCRIPTIONS) if SUBSCRIPTIONS else None,
         extensions=extensions,
+        scalar_overrides={datetime.datetime: SAFE_DATETIME},
     )
