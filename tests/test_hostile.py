@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 import websockets
 
+from taskroute.observability import metrics
 from taskroute.resolvers import projects
 
 from .conftest import InProcessServer
@@ -277,11 +278,18 @@ async def test_tokens_are_stored_hashed(api: Api, db: asyncpg.Connection) -> Non
 async def test_websocket_origins(strict: tuple[Api, InProcessServer]) -> None:
     _, srv = strict
     url = f"ws://127.0.0.1:{srv.port}/graphql"
+
+    def refused() -> float:
+        return metrics.HTTP_REQUESTS.labels("WS", "/graphql", "403")._value.get()
+
+    before = refused()
     with pytest.raises(websockets.exceptions.InvalidStatus) as err:
         async with websockets.connect(url, subprotocols=["graphql-transport-ws"],
                                       origin="https://evil.example"):  # fmt: skip
             pass
     assert err.value.response.status_code == 403
+    # counted (and logged) as the refusal it is, not as an upgrade (101)
+    assert refused() == before + 1
     async with websockets.connect(url, subprotocols=["graphql-transport-ws"],
                                   origin="https://app.example") as ws:  # fmt: skip
         init = {"type": "connection_init", "payload": {"Authorization": f"Bearer {ADMIN_TOKEN}"}}

@@ -52,12 +52,22 @@ class RequestContext:
         rid = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
         token = request_id_var.set(rid)
         start = time.perf_counter()
+        # WebSockets: 101 once accepted; 403 if closed before the handshake completed (the
+        # ASGI server answers 403 then), so refused sockets are not counted as upgrades.
         status = 500 if scope["type"] == "http" else 101
+        accepted = False
 
         started = False
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, started
+            nonlocal accepted
+            if message["type"] == "websocket.accept":
+                accepted = True
+            elif message["type"] == "websocket.close" and not accepted:
+                status = 403  # refused before the handshake (Origin, auth): not an upgrade
+            elif message["type"] == "websocket.http.response.start":
+                status = message["status"]
             if message["type"] == "http.response.start":
                 started = True
                 status = message["status"]
