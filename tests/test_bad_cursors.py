@@ -129,3 +129,14 @@ async def test_answer_field_nul_and_lone_surrogate(api: Api) -> None:
         r = await api.http.post("/graphql", content=query, headers=headers)
         body = r.json()
         assert [e["extensions"]["code"] for e in body["errors"]] == ["BAD_INPUT"], body
+
+
+async def test_malformed_bodies_are_explained_without_python_internals(api: Api) -> None:
+    customer = await api.create_customer()
+    headers = {"Authorization": f"Bearer {customer['token']}", "Content-Type": "application/json"}
+    for raw in ('{"name": "x", "tasks": [', '{"name": ' + "9" * 5000 + "}", "[" * 100_000):
+        r = await api.http.post("/v1/projects", content=raw, headers=headers)
+        assert r.status_code == 422, r.text
+        message = r.json()["error"]["message"]
+        assert "malformed JSON" in message
+        assert "sys." not in message and "int()" not in message and "Expecting" not in message

@@ -44,5 +44,8 @@ async def json_body(request: Request, required: bool = True) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # also >4300-digit ints and absurd nesting
-        raise BadInput(f"malformed JSON: {str(exc)[:200]}") from exc
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"malformed JSON at line {exc.lineno} column {exc.colno}") from exc
+    except (ValueError, RecursionError) as exc:
+        # >4300-digit integers, bad UTF-8, absurd nesting: say what, not Python's words
+        raise BadInput("malformed JSON: a number too long, bad UTF-8 or nesting too deep") from exc
