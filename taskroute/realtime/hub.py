@@ -28,6 +28,7 @@ from broadcaster._backends.base import BroadcastBackend
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
+from taskroute.observability import metrics
 
 from .backend import RESYNC_CHANNEL
 from .channels import PROGRESS_CHANNEL, parse, skill_channel
@@ -273,6 +274,7 @@ class Hub:
             waiter.offer(skill, project_id)
             rotation.move_to_end(waiter.id)  # fairness: the next task goes to someone else
         self.wakeups += len(woken)
+        metrics.WAKEUPS.inc(len(woken))
 
     def _resync_all(self) -> None:
         seen: set[int] = set()
@@ -283,6 +285,7 @@ class Hub:
                     for skill in waiter.skills:
                         waiter.offer(skill, None)
         self.wakeups += len(seen)
+        metrics.WAKEUPS.inc(len(seen))
         self._mark_dirty(list(self._watches))
 
     # --- projectProgress --------------------------------------------------------------
