@@ -33,6 +33,7 @@ from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
 from taskroute.resolvers import batches
+from taskroute.resolvers.acceptance import run_auto_approver
 from taskroute.resolvers.alerts import run_alerts
 from taskroute.resolvers.routing import RoutingPolicy, run_routing
 from taskroute.resolvers.sweeper import run_sweeper
@@ -155,6 +156,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         jobs_db = services.db.for_jobs()  # never refused by admission (admission.py)
         NOTIFIER.start(jobs_db)
         sweeper = asyncio.create_task(run_sweeper(jobs_db, settings.sweep_interval))
+        # on_review work past its auto-approval delay (issue 20), beside the sweeper
+        auto_approver = asyncio.create_task(run_auto_approver(jobs_db, settings.sweep_interval))
         deadline_alerts = asyncio.create_task(run_alerts(jobs_db, settings))
         routing = asyncio.create_task(
             run_routing(jobs_db, routing_policy, settings.routing_interval)
@@ -164,7 +167,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             yield {"services": services}
         finally:
             await batch_runtime.stop()
-            for job in (sweeper, deadline_alerts, routing):
+            for job in (sweeper, auto_approver, deadline_alerts, routing):
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await job

@@ -63,6 +63,8 @@ class Receipt:
     assignment_id: UUID
     submitted_at: datetime
     pay_cents: int
+    # issue 20: 'paid' | 'pending_review' | 'pending_resolution' (the project's policy)
+    pay_status: str = "paid"
 
 
 def _claim_from_row(row: asyncpg.Record) -> Claim:
@@ -167,7 +169,9 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
         raise NotFound("no such assignment")
     if outcome == "expired":
         raise LeaseExpired("the lease expired; claim again")
-    receipt = Receipt(row["receipt_id"], assignment_id, row["submitted_at"], row["pay_cents"])
+    receipt = Receipt(
+        row["receipt_id"], assignment_id, row["submitted_at"], row["pay_cents"], row["pay_status"]
+    )
     if outcome == "stored":
         notify.tasks_opened_committed(_opened(row["opened"]))
         notify.progress_changed(row["project_id"])

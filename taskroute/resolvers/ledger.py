@@ -26,6 +26,8 @@ from taskroute.resolvers import validation as v
 PAGE_MAX = 500
 REASON_MAX = 1000
 CSV_CHUNK = 1000
+# pending rows in one CSV (undecided work is bounded by auto-approval and resolution)
+PENDING_MAX = 100_000
 CSV_COLUMNS = [
     "seq",
     "id",
@@ -154,5 +156,22 @@ async def csv_lines(db: Database, scope: Scope) -> AsyncIterator[str]:
         buf.seek(0)
         buf.truncate()
         if len(rows) < CSV_CHUNK:
-            return
+            break
         after = rows[-1]["seq"]
+    # Undecided work (issue 20) after the ledger: no line, no seq or id yet; what it would pay.
+    for r in await db.fetch(Q["pending_page"], scope.expert_id, scope.project_id, PENDING_MAX):
+        writer.writerow(
+            [
+                "",
+                "",
+                "pending",
+                r["submitted_at"].isoformat(),
+                r["project_id"],
+                r["expert_id"],
+                r["assignment_id"],
+                r["pay_cents"],
+                "",
+                "awaiting acceptance",
+            ]
+        )
+    yield buf.getvalue()

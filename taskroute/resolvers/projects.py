@@ -115,6 +115,10 @@ async def insert_project(
         spec.max_retries,
         spec.heartbeat_timeout_seconds,
         spec.answer_schema,
+        spec.payment_policy,
+        spec.auto_approve_seconds,
+        spec.override_seconds,
+        spec.pay_adjudicated_disagreements,
     )
     assert project is not None
     return project
@@ -144,6 +148,9 @@ async def cancel_project(db: Database, project_id: UUID, customer_id: UUID) -> a
         if await conn.fetchrow(Q["project_get"], project_id, customer_id) is None:
             raise NotFound("no such project")
         await conn.execute(Q["project_cancel"], project_id, customer_id)
+        # Cancel keeps its promise (issue 20): under on_acceptance, answers whose item can no
+        # longer resolve are accepted and paid now (on_review work stays for review/auto).
+        await conn.execute(Q["assignments_decide_canceled"], project_id, None)
         row = await conn.fetchrow(Q["project_get"], project_id, customer_id)
     assert row is not None
     notify.progress_changed(project_id)

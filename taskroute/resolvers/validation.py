@@ -51,6 +51,11 @@ class ProjectSpec:
     tasks: list[TaskSpec] = field(default_factory=list)
     # JSON Schema every answer must match (None: any JSON)
     answer_schema: Any = None
+    # issue 20: when work is paid (README "Paying experts")
+    payment_policy: str = "on_submit"
+    auto_approve_seconds: int = 259200
+    override_seconds: int = 2592000
+    pay_adjudicated_disagreements: bool = True
 
 
 def canonical_json(value: Any) -> str:
@@ -275,6 +280,22 @@ def task_specs(raw: Any, max_tasks: int, max_payload_bytes: int) -> list[TaskSpe
     return specs
 
 
+PAYMENT_POLICIES = ("on_submit", "on_acceptance", "on_review")
+
+
+def choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    value = getattr(value, "value", value)  # a GraphQL enum member
+    if not isinstance(value, str) or value not in allowed:
+        raise BadInput(f"{name} must be one of {', '.join(allowed)}", field=name)
+    return str(value)
+
+
+def boolean(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise BadInput(f"{name} must be true or false", field=name)
+    return value
+
+
 def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpec:
     """`raw` uses snake_case keys (REST's shape; the GraphQL layer converts to it)."""
     if not isinstance(raw, dict):
@@ -292,6 +313,10 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         "tasks",
         "priority_class",
         "answer_schema",
+        "payment_policy",
+        "auto_approve_seconds",
+        "override_seconds",
+        "pay_adjudicated_disagreements",
     }
     unknown = set(raw) - allowed
     if unknown:
@@ -313,6 +338,17 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         ),
         tasks=task_specs(raw.get("tasks", []), max_tasks, max_payload_bytes),
         answer_schema=schema,
+        payment_policy=choice(raw.get("payment_policy", "on_submit"), "payment_policy",
+                              PAYMENT_POLICIES),
+        auto_approve_seconds=integer(
+            raw.get("auto_approve_seconds", 259200), "auto_approve_seconds", 0, 30 * 86400
+        ),
+        override_seconds=integer(
+            raw.get("override_seconds", 2592000), "override_seconds", 0, 365 * 86400
+        ),
+        pay_adjudicated_disagreements=boolean(
+            raw.get("pay_adjudicated_disagreements", True), "pay_adjudicated_disagreements"
+        ),
     )
     check_gold(spec.tasks, spec.answer_schema)
     return spec

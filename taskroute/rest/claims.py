@@ -39,6 +39,7 @@ def _receipt_json(r: claims.Receipt) -> dict[str, Any]:
         "assignment_id": str(r.assignment_id),
         "submitted_at": r.submitted_at.isoformat(),
         "pay_cents": r.pay_cents,
+        "pay_status": r.pay_status,
     }
 
 

@@ -1,20 +1,27 @@
 """REST: the payout ledger as CSV (issue 7).
 
 `GET /v1/payouts.csv?project_id=...` (customers: their projects; admins: any) or
-`?expert_id=...` (experts: their own; admins: any). Streams every line, oldest first.
+`?expert_id=...` (experts: their own; admins: any). Streams every line, oldest first, then
+the undecided work as `pending` rows (issue 20).
+
+Reviews (issue 20): `POST /v1/assignments/approve` and `POST /v1/assignments/reject` with
+`{"assignment_ids": [...], "reason": "..."}` (customers; batch, idempotent; a rejection needs a
+reason), `GET /v1/assignments/{id}/review` (the expert who did it, the customer, admins).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.errors import BadInput
-from taskroute.resolvers import ledger
+from taskroute.resolvers import acceptance, ledger
 
-from .common import services, viewer
+from .common import json_body, services, viewer
 
 
 async def payouts_csv(request: Request) -> Response:
@@ -39,4 +46,66 @@ async def payouts_csv(request: Request) -> Response:
     )
 
 
-routes = [Route("/v1/payouts.csv", payouts_csv, methods=["GET"])]
+def _review_json(r: acceptance.Review) -> dict[str, Any]:
+    def at(value: Any) -> str | None:
+        return None if value is None else value.isoformat()
+
+    return {
+        "assignment_id": str(r.assignment_id),
+        "expert_id": str(r.expert_id),
+        "project_id": str(r.project_id),
+        "status": r.status,
+        "reason": r.reason,
+        "reviewed_by": r.reviewed_by,
+        "reviewed_at": at(r.reviewed_at),
+        "submitted_at": at(r.submitted_at),
+        "pay_cents": r.pay_cents,
+        "payment_policy": r.payment_policy,
+        "override_until": at(r.override_until),
+        "changed": r.changed,
+        "note": r.note,
+    }
+
+
+async def _decide(request: Request, accept: bool) -> Response:
+    who = await viewer(request)
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise BadInput("the body must be a JSON object")
+    unknown = set(body) - {"assignment_ids", "reason"}
+    if unknown:
+        raise BadInput(f"unknown fields: {sorted(unknown)}")
+    raw = body.get("assignment_ids")
+    if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
+        raise BadInput("assignment_ids must be a list of ids", field="assignment_ids")
+    ids = [parse_id(i, "assignment") for i in raw]
+    db = services(request).db
+    if accept:
+        reviews = await acceptance.approve(db, who, ids, body.get("reason"))
+    else:
+        reviews = await acceptance.reject(db, who, ids, body.get("reason"))
+    return JSONResponse({"reviews": [_review_json(r) for r in reviews]})
+
+
+async def approve(request: Request) -> Response:
+    return await _decide(request, True)
+
+
+async def reject(request: Request) -> Response:
+    return await _decide(request, False)
+
+
+async def review(request: Request) -> Response:
+    who = await viewer(request)
+    found = await acceptance.review_of(
+        services(request).db, who, parse_id(request.path_params["id"], "assignment")
+    )
+    return JSONResponse(_review_json(found))
+
+
+routes = [
+    Route("/v1/payouts.csv", payouts_csv, methods=["GET"]),
+    Route("/v1/assignments/approve", approve, methods=["POST"]),
+    Route("/v1/assignments/reject", reject, methods=["POST"]),
+    Route("/v1/assignments/{id}/review", review, methods=["GET"]),
+]

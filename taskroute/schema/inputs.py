@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from dataclasses import fields
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 import strawberry
 from strawberry.scalars import JSON
 
 from .routing_types import PriorityClass
+
+
+@strawberry.enum(description="When submitted work is paid (README: Paying experts).")
+class PaymentPolicy(Enum):
+    on_submit = "on_submit"
+    on_acceptance = "on_acceptance"
+    on_review = "on_review"
 
 
 @strawberry.input
@@ -53,6 +61,23 @@ class CreateProjectInput:
         default=None,
         description="JSON Schema every answer must match (submit refuses others with"
         " BAD_INPUT naming the path); fixed at creation. Null: any JSON.",
+    )
+    payment_policy: PaymentPolicy | None = strawberry.field(
+        default=None, description="Default on_submit (paid at submit)."
+    )
+    auto_approve_seconds: int | None = strawberry.field(
+        default=None,
+        description="on_review: work not reviewed this long after its submit is accepted"
+        " (default 259200, 3 days).",
+    )
+    override_seconds: int | None = strawberry.field(
+        default=None,
+        description="How long after a rejection it may still be approved (default 30 days).",
+    )
+    pay_adjudicated_disagreements: bool | None = strawberry.field(
+        default=None,
+        description="on_acceptance: pay answers that disagree with an adjudicated result"
+        " (default true).",
     )
 
 

@@ -1,4 +1,5 @@
-"""The payout ledger over GraphQL: listings, balances, project totals, reversals (issue 7)."""
+"""The payout ledger over GraphQL: listings, balances, project totals, reversals (issue 7);
+reviews of submitted work and the decisions that pay it (issue 20)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Any
 
 import strawberry
 from strawberry.relay import PageInfo
+from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
 from taskroute.errors import BadInput, NotFound
-from taskroute.resolvers import ledger
+from taskroute.resolvers import acceptance, ledger
 from taskroute.resolvers.projects import get_project
 
 from .context import Context
@@ -73,6 +75,8 @@ class Balance:
     paid_cents: int
     reversed_cents: int
     balance_cents: int
+    pending: int = strawberry.field(description="submitted work not decided yet (no line yet)")
+    pending_cents: int
 
     @classmethod
     def of(cls, expert_id: Any, row: dict[str, Any]) -> Balance:
@@ -83,6 +87,8 @@ class Balance:
             paid_cents=row["paid_cents"],
             reversed_cents=row["reversed_cents"],
             balance_cents=row["balance_cents"],
+            pending=row["pending"],
+            pending_cents=row["pending_cents"],
         )
 
 
@@ -94,7 +100,62 @@ class ProjectPayoutTotals:
     paid_cents: int
     reversed_cents: int
     net_cents: int
+    pending: int
+    pending_cents: int
     by_expert: list[Balance]
+
+
+@strawberry.type(description="The review state of a submitted assignment (issue 20).")
+class AssignmentReview:
+    assignment_id: strawberry.ID
+    expert_id: strawberry.ID
+    project_id: strawberry.ID
+    status: str = strawberry.field(description="'submitted' (undecided), 'accepted', 'rejected'")
+    reason: str | None
+    reviewed_by: str | None = strawberry.field(
+        description="'customer:<id>', 'admin', 'policy' (on_submit), 'quality' (on_acceptance),"
+        " 'auto' (auto-approval), 'canceled', 'retraction'"
+    )
+    reviewed_at: datetime | None
+    submitted_at: datetime
+    pay_cents: int
+    payment_policy: str
+    override_until: datetime | None = strawberry.field(
+        description="a rejection may still be approved until then"
+    )
+    changed: bool = strawberry.field(description="approve/reject: this call changed the state")
+    note: str | None = strawberry.field(description="approve/reject: why nothing changed")
+
+    @classmethod
+    def of(cls, r: acceptance.Review) -> AssignmentReview:
+        return cls(
+            assignment_id=strawberry.ID(str(r.assignment_id)),
+            expert_id=strawberry.ID(str(r.expert_id)),
+            project_id=strawberry.ID(str(r.project_id)),
+            status=r.status,
+            reason=r.reason,
+            reviewed_by=r.reviewed_by,
+            reviewed_at=r.reviewed_at,
+            submitted_at=r.submitted_at,
+            pay_cents=r.pay_cents,
+            payment_policy=r.payment_policy,
+            override_until=r.override_until,
+            changed=r.changed,
+            note=r.note,
+        )
+
+
+@strawberry.type
+class AssignmentReviewEdge:
+    cursor: str
+    node: AssignmentReview
+    answer: JSON
+
+
+@strawberry.type
+class AssignmentReviewConnection:
+    edges: list[AssignmentReviewEdge]
+    page_info: PageInfo
 
 
 @strawberry.type
@@ -167,12 +228,83 @@ class LedgerQuery:
             paid_cents=sum(r["paid_cents"] for r in rows),
             reversed_cents=sum(r["reversed_cents"] for r in rows),
             net_cents=sum(r["balance_cents"] for r in rows),
+            pending=sum(r["pending"] for r in rows),
+            pending_cents=sum(r["pending_cents"] for r in rows),
             by_expert=[Balance.of(r["expert_id"], r) for r in rows],
         )
+
+    @strawberry.field(
+        description="The review state of a submitted assignment: for the expert who did it,"
+        " the project's customer and admins."
+    )
+    async def assignment_review(self, info: Info, assignment_id: strawberry.ID) -> AssignmentReview:
+        review = await acceptance.review_of(
+            info.context.db, await info.context.viewer(), parse_id(assignment_id, "assignment")
+        )
+        return AssignmentReview.of(review)
+
+    @strawberry.field(
+        description="A project's submitted work with answers and review states, oldest first"
+        " (customers: to approve or reject)."
+    )
+    async def assignment_reviews(
+        self,
+        info: Info,
+        project_id: strawberry.ID,
+        status: str | None = None,
+        after: str | None = None,
+        first: int = 100,
+    ) -> AssignmentReviewConnection:
+        viewer = await info.context.viewer()
+        project = await get_project(
+            info.context.db, parse_id(project_id, "project"), viewer.customer_scope()
+        )
+        found = await acceptance.page(info.context.db, project["id"], status, after, first)
+        edges = [
+            AssignmentReviewEdge(cursor=c, node=AssignmentReview.of(r), answer=r.answer)
+            for r, c in zip(found.reviews, found.cursors, strict=True)
+        ]
+        return AssignmentReviewConnection(
+            edges=edges,
+            page_info=PageInfo(
+                has_next_page=found.has_next,
+                has_previous_page=after is not None,
+                start_cursor=edges[0].cursor if edges else None,
+                end_cursor=edges[-1].cursor if edges else None,
+            ),
+        )
+
+
+def _assignment_ids(raw: list[strawberry.ID]) -> list[Any]:
+    return [parse_id(i, "assignment") for i in raw]
 
 
 @strawberry.type
 class LedgerMutation:
+    @strawberry.mutation(
+        description="Customers: accept submitted work (and pay it), or turn a rejection into"
+        " an acceptance within the override window. Batch, idempotent."
+    )
+    async def approve_assignments(
+        self, info: Info, assignment_ids: list[strawberry.ID], reason: str | None = None
+    ) -> list[AssignmentReview]:
+        reviews = await acceptance.approve(
+            info.context.db, await info.context.viewer(), _assignment_ids(assignment_ids), reason
+        )
+        return [AssignmentReview.of(r) for r in reviews]
+
+    @strawberry.mutation(
+        description="Customers: reject undecided submitted work (never paid unless approved"
+        " within the override window). Batch, idempotent; a reason is required."
+    )
+    async def reject_assignments(
+        self, info: Info, assignment_ids: list[strawberry.ID], reason: str
+    ) -> list[AssignmentReview]:
+        reviews = await acceptance.reject(
+            info.context.db, await info.context.viewer(), _assignment_ids(assignment_ids), reason
+        )
+        return [AssignmentReview.of(r) for r in reviews]
+
     @strawberry.mutation(
         description="Admin: write a reversal line for a payment (once; never edits the ledger)."
     )

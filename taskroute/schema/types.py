@@ -98,6 +98,10 @@ class Receipt:
     assignment_id: strawberry.ID
     submitted_at: datetime
     pay_cents: int
+    pay_status: str = strawberry.field(
+        description="What happens to the pay: 'paid' (on_submit), 'pending_review'"
+        " (on_review), 'pending_resolution' (on_acceptance)."
+    )
 
     @classmethod
     def of(cls, r: claims.Receipt) -> Receipt:
@@ -106,6 +110,7 @@ class Receipt:
             assignment_id=strawberry.ID(str(r.assignment_id)),
             submitted_at=r.submitted_at,
             pay_cents=r.pay_cents,
+            pay_status=r.pay_status,
         )
 
 
@@ -135,6 +140,12 @@ class Project:
     answer_schema: JSON | None = strawberry.field(
         description="JSON Schema every answer must match (items may carry their own)."
     )
+    payment_policy: str = strawberry.field(
+        description="'on_submit' | 'on_acceptance' | 'on_review' (README: Paying experts)."
+    )
+    auto_approve_seconds: int
+    override_seconds: int
+    pay_adjudicated_disagreements: bool
 
     @classmethod
     def of(cls, row: Any) -> Project:
@@ -151,6 +162,10 @@ class Project:
             redundancy=row["redundancy"],
             created_at=row["created_at"],
             answer_schema=row["answer_schema"],
+            payment_policy=row["payment_policy"],
+            auto_approve_seconds=row["auto_approve_seconds"],
+            override_seconds=row["override_seconds"],
+            pay_adjudicated_disagreements=row["pay_adjudicated_disagreements"],
         )
 
     @strawberry.field

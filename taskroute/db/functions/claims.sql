@@ -118,16 +118,19 @@ END
 $fn$;
 
 -- Stores an answer exactly once and does everything that follows from it in the same
--- transaction: the task is done, the payout line written (one per assignment, ever), the
+-- transaction: the task is done, the payout line written under the on_submit policy (one per
+-- assignment, ever; under on_acceptance / on_review the acceptance writes it later), the
 -- onboarding count moves, and then either the gold answer is scored (and the expert maybe
 -- paused) or the item's result is recomputed (agreement, adjudication, change feed).
 -- outcome: 'stored' | 'already' (a repeated submit: the first receipt) | 'not_found'
 --          | 'expired' (the lease ended or was taken over).
 -- opened: tasks this submit opened ([{skill, project_id, min_quality}]) for wake-up hints.
+-- pay_status: what the project's payment policy will do ('paid' | 'pending_review' |
+-- 'pending_resolution'); the same for gold and real work, so it tells nothing about gold.
 CREATE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb)
 RETURNS TABLE (
     outcome text, receipt_id uuid, submitted_at timestamptz, pay_cents integer,
-    project_id uuid, opened jsonb
+    project_id uuid, opened jsonb, pay_status text
 )
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -137,6 +140,8 @@ DECLARE
     v_current record;
     v_stored record;
     v_ctx record;
+    v_pay record;
+    v_correct boolean;
 BEGIN
     opened := '[]';
     {{ assignment_get(p_assignment) }} INTO v_found;
@@ -146,6 +151,8 @@ BEGIN
         RETURN;
     END IF;
     project_id := v_found.project_id;
+    {{ project_payment_policy(v_found.project_id) }} INTO v_pay;
+    pay_status := v_pay.pay_status;
     -- Task first, then assignment: the same lock order as the claim and the sweeper.
     {{ task_lock(v_found.task_id) }} INTO v_task;
     {{ assignment_lock(p_assignment) }} INTO v_current;
@@ -166,15 +173,19 @@ BEGIN
     END IF;
     {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents) }} INTO v_stored;
     {{ task_done(v_found.task_id, p_assignment) }};
-    {{ payout_insert(p_assignment, p_expert, v_found.project_id, v_found.project_pay_cents) }};
+    {{ assignment_review_open(p_assignment, v_pay.payment_policy) }};
+    -- Paid at submit only under on_submit; otherwise the acceptance pays (queries/ledger.sql).
+    IF v_pay.payment_policy = 'on_submit' THEN
+        {{ payout_insert(p_assignment, p_expert, v_found.project_id, v_found.project_pay_cents) }};
+    END IF;
 
     {{ quality_submit_context(v_found.task_id) }} INTO v_ctx;
     {{ expert_skill_task_done(p_expert, v_ctx.skill) }};
     IF v_ctx.kind = 'gold' THEN
-        opened := taskroute_score_gold(
-            p_expert, v_ctx.skill,
-            taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field),
-            v_ctx.project_id);
+        v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field);
+        -- on_acceptance: a gold answer is decided (and paid if correct) as it is scored
+        {{ assignment_decide_gold(p_assignment, v_correct) }};
+        opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);
     END IF;

@@ -166,6 +166,8 @@ DECLARE
     v_best record;
     v_confidence real;
     v_want integer := 0;
+    v_pay record;
+    v_pay_all boolean;
 BEGIN
     PERFORM 1 FROM ({{ item_lock(p_item) }}) l;
     {{ item_lock_state(p_item) }} INTO st;
@@ -298,6 +300,21 @@ BEGIN
     IF v_change IS NOT NULL THEN
         PERFORM pg_advisory_xact_lock({{ result_feed_lock_key(st.project_id) }});
         {{ result_change_insert(st.project_id, p_item, v_version, v_change, v_answer, v_agreement) }};
+    END IF;
+
+    -- Payment policy on_acceptance (issue 20): a resolved item decides its undecided answers
+    -- (agree: accepted and paid; disagree: rejected, or paid when the project pays
+    -- disagreements with an adjudicated result). Decisions stand once made: a later
+    -- re-resolution changes the result, not the pay (a retraction is the correction).
+    -- On a canceled project an item that can no longer resolve pays its answers.
+    {{ project_payment_policy(st.project_id) }} INTO v_pay;
+    IF v_pay.payment_policy = 'on_acceptance' THEN
+        IF v_status = 'resolved' THEN
+            v_pay_all := v_method = 'adjudicated' AND v_pay.pay_adjudicated_disagreements;
+            {{ assignments_decide_resolved(p_item, st.answer_field, v_answer, v_pay_all) }};
+        ELSIF NOT v_live THEN
+            {{ assignments_decide_canceled(st.project_id, p_item) }};
+        END IF;
     END IF;
     RETURN v_opened;
 END

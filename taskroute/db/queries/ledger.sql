@@ -27,26 +27,289 @@ WHERE id = $1 AND kind = 'payment'
 RETURNING *, NULL::uuid AS reversed_by;
 
 -- name: expert_balance
--- $1 expert_id, $2 project_id (NULL: every project).
+-- $1 expert_id, $2 project_id (NULL: every project). Paid and reversed come from the ledger;
+-- pending is submitted work not decided yet (no ledger line until it is accepted).
 SELECT count(*) FILTER (WHERE kind = 'payment')::int AS payments,
        count(*) FILTER (WHERE kind = 'reversal')::int AS reversals,
        coalesce(sum(amount_cents) FILTER (WHERE kind = 'payment'), 0)::bigint AS paid_cents,
        coalesce(-sum(amount_cents) FILTER (WHERE kind = 'reversal'), 0)::bigint
            AS reversed_cents,
-       coalesce(sum(amount_cents), 0)::bigint AS balance_cents
+       coalesce(sum(amount_cents), 0)::bigint AS balance_cents,
+       (SELECT count(*) FROM assignments a
+        WHERE a.expert_id = $1 AND a.review_status = 'submitted'
+          AND ($2::uuid IS NULL OR a.project_id = $2))::int AS pending,
+       (SELECT coalesce(sum(a.pay_cents), 0) FROM assignments a
+        WHERE a.expert_id = $1 AND a.review_status = 'submitted'
+          AND ($2::uuid IS NULL OR a.project_id = $2))::bigint AS pending_cents
 FROM payouts
 WHERE expert_id = $1 AND ($2::uuid IS NULL OR project_id = $2);
 
 -- name: project_payout_totals
--- $1 project_id. Totals and the balance of each expert paid by the project.
-SELECT expert_id,
-       count(*) FILTER (WHERE kind = 'payment')::int AS payments,
-       count(*) FILTER (WHERE kind = 'reversal')::int AS reversals,
-       coalesce(sum(amount_cents) FILTER (WHERE kind = 'payment'), 0)::bigint AS paid_cents,
-       coalesce(-sum(amount_cents) FILTER (WHERE kind = 'reversal'), 0)::bigint
-           AS reversed_cents,
-       coalesce(sum(amount_cents), 0)::bigint AS balance_cents
-FROM payouts
-WHERE project_id = $1
-GROUP BY expert_id
-ORDER BY expert_id;
+-- $1 project_id. Per expert: the ledger's totals and balance, and the undecided work.
+WITH l AS (
+    SELECT expert_id,
+           count(*) FILTER (WHERE kind = 'payment')::int AS payments,
+           count(*) FILTER (WHERE kind = 'reversal')::int AS reversals,
+           coalesce(sum(amount_cents) FILTER (WHERE kind = 'payment'), 0)::bigint AS paid_cents,
+           coalesce(-sum(amount_cents) FILTER (WHERE kind = 'reversal'), 0)::bigint
+               AS reversed_cents,
+           coalesce(sum(amount_cents), 0)::bigint AS balance_cents
+    FROM payouts WHERE project_id = $1 GROUP BY expert_id
+),
+w AS (
+    SELECT expert_id, count(*)::int AS pending, sum(pay_cents)::bigint AS pending_cents
+    FROM assignments
+    WHERE project_id = $1 AND review_status = 'submitted'
+    GROUP BY expert_id
+)
+SELECT coalesce(l.expert_id, w.expert_id) AS expert_id,
+       coalesce(l.payments, 0) AS payments, coalesce(l.reversals, 0) AS reversals,
+       coalesce(l.paid_cents, 0) AS paid_cents, coalesce(l.reversed_cents, 0) AS reversed_cents,
+       coalesce(l.balance_cents, 0) AS balance_cents,
+       coalesce(w.pending, 0) AS pending, coalesce(w.pending_cents, 0) AS pending_cents
+FROM l FULL JOIN w ON w.expert_id = l.expert_id
+ORDER BY 1;
+
+-- name: pending_page
+-- $1 expert_id (NULL: any), $2 project_id (NULL: any), $3 max rows. Undecided submitted work
+-- (the CSV's `pending` rows after the ledger lines): no ledger line exists for it yet.
+SELECT a.id AS assignment_id, a.expert_id, a.project_id, a.pay_cents, a.submitted_at
+FROM assignments a
+WHERE a.review_status = 'submitted'
+  AND ($1::uuid IS NULL OR a.expert_id = $1) AND ($2::uuid IS NULL OR a.project_id = $2)
+ORDER BY a.submitted_at, a.id
+LIMIT $3;
+
+-- ---------------------------------------------------------------------------------------
+-- Acceptance (issue 20). Review states of a submitted assignment: 'submitted' (undecided),
+-- 'accepted' (exactly one payment line, written by the statement that accepts), 'rejected'
+-- (no payment line; a payment made before a rejection by retraction gets a reversal line).
+-- Every deciding statement changes only undecided rows (review_status = 'submitted'), so a
+-- repeated or racing decision changes nothing; the payment insert is ON CONFLICT
+-- (assignment_id) DO NOTHING besides. Rows are locked in id order (deadlock-free among
+-- batches); the quality decision at resolution skips rows another transaction holds: every
+-- holder of an undecided row's lock is deciding that very row (a review, the auto-approval
+-- job, a retraction).
+
+-- name: project_payment_policy
+-- $1 project_id. The policy and what a receipt says will happen.
+SELECT payment_policy, pay_adjudicated_disagreements, status,
+       CASE payment_policy WHEN 'on_submit' THEN 'paid'
+                           WHEN 'on_review' THEN 'pending_review'
+                           ELSE 'pending_resolution' END AS pay_status
+FROM projects WHERE id = $1;
+
+-- name: assignment_review_open
+-- $1 assignment_id, $2 payment_policy. At submit: accepted at once under on_submit (the
+-- payment line follows in the same transaction), else undecided.
+UPDATE assignments
+SET review_status = CASE WHEN $2::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
+    reviewed_at = CASE WHEN $2::text = 'on_submit' THEN now() END,
+    reviewed_by = CASE WHEN $2::text = 'on_submit' THEN 'policy' END
+WHERE id = $1;
+
+-- name: assignments_decide
+-- $1 assignment ids, $2 'accepted' | 'rejected', $3 by, $4 reason. Decides the undecided
+-- ones among them; each accepted one gets its payment line. Returns the decided ids.
+WITH locked AS (
+    SELECT id FROM assignments
+    WHERE id = ANY ($1::uuid[]) AND review_status = 'submitted'
+    ORDER BY id FOR UPDATE
+),
+d AS (
+    UPDATE assignments a
+    SET review_status = $2::text, reviewed_at = now(), reviewed_by = $3::text,
+        review_reason = $4::text
+    FROM locked l
+    WHERE a.id = l.id AND a.review_status = 'submitted'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents
+),
+paid AS (
+    INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+    SELECT id, expert_id, project_id, pay_cents FROM d WHERE $2::text = 'accepted'
+    ON CONFLICT (assignment_id) DO NOTHING
+    RETURNING assignment_id
+)
+SELECT d.id FROM d LEFT JOIN paid ON paid.assignment_id = d.id;
+
+-- name: assignments_override
+-- $1 assignment ids, $2 by, $3 reason. A rejection turned into an acceptance (and its
+-- payment line), within the project's override window. Rejections by retraction are the
+-- admin's and stay. Returns the accepted ids.
+WITH locked AS (
+    SELECT a.id FROM assignments a JOIN projects p ON p.id = a.project_id
+    WHERE a.id = ANY ($1::uuid[]) AND a.review_status = 'rejected'
+      AND a.reviewed_by <> 'retraction'
+      AND a.reviewed_at + make_interval(secs => p.override_seconds) > now()
+    ORDER BY a.id FOR UPDATE OF a
+),
+d AS (
+    UPDATE assignments a
+    SET review_status = 'accepted', reviewed_at = now(), reviewed_by = $2::text,
+        review_reason = $3::text
+    FROM locked l
+    WHERE a.id = l.id AND a.review_status = 'rejected'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents
+),
+paid AS (
+    INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+    SELECT id, expert_id, project_id, pay_cents FROM d
+    ON CONFLICT (assignment_id) DO NOTHING
+    RETURNING assignment_id
+)
+SELECT d.id FROM d LEFT JOIN paid ON paid.assignment_id = d.id;
+
+-- name: assignments_decide_resolved
+-- $1 item_id, $2 answer_field, $3 the resolved answer, $4 pay disagreements too (an
+-- adjudicated item under pay_adjudicated_disagreements). on_acceptance: every undecided valid
+-- answer of a resolved item is accepted when it agrees with the result (compared like
+-- resolution compares: taskroute_answer_key), else rejected; accepted ones are paid.
+WITH locked AS (
+    SELECT a.id FROM assignments a JOIN tasks t ON t.id = a.task_id
+    WHERE a.item_id = $1 AND a.review_status = 'submitted' AND a.retracted_at IS NULL
+      AND t.kind IN ('normal', 'adjudication')
+    ORDER BY a.id FOR UPDATE OF a SKIP LOCKED
+),
+v AS (
+    SELECT a.id, coalesce(taskroute_answer_key(a.answer, $2::text)
+                          = taskroute_answer_key($3::jsonb, $2::text), false) AS agrees
+    FROM assignments a JOIN locked l ON l.id = a.id
+),
+d AS (
+    UPDATE assignments a
+    SET review_status = CASE WHEN v.agrees OR $4::boolean THEN 'accepted' ELSE 'rejected' END,
+        reviewed_at = now(), reviewed_by = 'quality',
+        review_reason = CASE WHEN v.agrees THEN 'agrees with the resolved answer'
+                             WHEN $4::boolean THEN 'disagrees with the adjudicated answer;'
+                                                   ' paid by the project''s policy'
+                             ELSE 'disagrees with the resolved answer' END
+    FROM v
+    WHERE a.id = v.id AND a.review_status = 'submitted'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents, a.review_status
+)
+INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+SELECT id, expert_id, project_id, pay_cents FROM d WHERE review_status = 'accepted'
+ON CONFLICT (assignment_id) DO NOTHING;
+
+-- name: assignment_decide_gold
+-- $1 assignment_id, $2 correct (bool). on_acceptance: a gold answer is accepted when it is
+-- correct, else rejected. No-op for other policies or a decided assignment.
+WITH d AS (
+    UPDATE assignments a
+    SET review_status = CASE WHEN $2::boolean THEN 'accepted' ELSE 'rejected' END,
+        reviewed_at = now(), reviewed_by = 'quality',
+        review_reason = CASE WHEN $2::boolean THEN 'correct answer'
+                             ELSE 'incorrect answer' END
+    FROM projects p
+    WHERE a.id = $1 AND a.review_status = 'submitted' AND p.id = a.project_id
+      AND p.payment_policy = 'on_acceptance'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents, a.review_status
+)
+INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+SELECT id, expert_id, project_id, pay_cents FROM d WHERE review_status = 'accepted'
+ON CONFLICT (assignment_id) DO NOTHING;
+
+-- name: assignments_decide_canceled
+-- $1 project_id, $2 item_id (NULL: every item). Cancel keeps its promise (on_acceptance):
+-- an answer whose item can no longer resolve (the project was canceled, no slot of the item
+-- is still claimed) is accepted: the expert did the work asked; the customer stopped it.
+WITH locked AS (
+    SELECT a.id FROM assignments a JOIN projects p ON p.id = a.project_id
+    WHERE a.project_id = $1 AND ($2::uuid IS NULL OR a.item_id = $2)
+      AND a.review_status = 'submitted' AND a.retracted_at IS NULL
+      AND p.status = 'canceled' AND p.payment_policy = 'on_acceptance'
+      AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.item_id = a.item_id AND t.status = 'claimed')
+      AND NOT EXISTS (SELECT 1 FROM item_results r
+                      WHERE r.item_id = a.item_id AND r.status = 'resolved')
+    ORDER BY a.id FOR UPDATE OF a SKIP LOCKED
+),
+d AS (
+    UPDATE assignments a
+    SET review_status = 'accepted', reviewed_at = now(), reviewed_by = 'canceled',
+        review_reason = 'the project was canceled before the item resolved'
+    FROM locked l
+    WHERE a.id = l.id AND a.review_status = 'submitted'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents
+)
+INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+SELECT id, expert_id, project_id, pay_cents FROM d
+ON CONFLICT (assignment_id) DO NOTHING;
+
+-- name: assignments_auto_approve
+-- $1 max rows. on_review: work not reviewed within the project's auto-approval delay is
+-- accepted (and paid); a gold answer is decided by its correctness instead (customers never
+-- see gold). Canceled projects too: cancel does not void submitted work. SKIP LOCKED: rows a
+-- review is deciding right now are left to it. Returns what was decided.
+WITH due AS (
+    SELECT a.id,
+           t.kind <> 'gold' OR taskroute_gold_correct(a.answer, i.gold_answer, q.answer_field)
+               AS ok
+    FROM assignments a
+    JOIN projects p ON p.id = a.project_id
+    JOIN tasks t ON t.id = a.task_id
+    JOIN items i ON i.id = a.item_id
+    JOIN project_quality q ON q.project_id = a.project_id
+    WHERE a.review_status = 'submitted' AND p.payment_policy = 'on_review'
+      AND a.submitted_at + make_interval(secs => p.auto_approve_seconds) <= now()
+    ORDER BY a.submitted_at
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+),
+d AS (
+    UPDATE assignments a
+    SET review_status = CASE WHEN due.ok THEN 'accepted' ELSE 'rejected' END,
+        reviewed_at = now(), reviewed_by = 'auto',
+        review_reason = CASE WHEN due.ok THEN 'not reviewed within the auto-approval delay'
+                             ELSE 'incorrect answer' END
+    FROM due
+    WHERE a.id = due.id AND a.review_status = 'submitted'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents, a.review_status
+),
+paid AS (
+    INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+    SELECT id, expert_id, project_id, pay_cents FROM d WHERE review_status = 'accepted'
+    ON CONFLICT (assignment_id) DO NOTHING
+)
+SELECT id, project_id, review_status FROM d;
+
+-- name: assignments_reject_retracted
+-- $1 assignment ids, $2 reason, $3 clawback (bool). Retracted answers are rejected: the
+-- undecided ones always (never paid), the accepted ones with a clawback (whose payment gets a
+-- reversal line from payouts_clawback in the same transaction). Without a clawback a payment
+-- already made stands, and so does its acceptance.
+UPDATE assignments
+SET review_status = 'rejected', reviewed_at = now(), reviewed_by = 'retraction',
+    review_reason = $2::text
+WHERE id = ANY ($1::uuid[])
+  AND (review_status = 'submitted' OR ($3::boolean AND review_status = 'accepted'));
+
+-- name: reviews_of
+-- $1 assignment ids. Review state with what authorises reading it (expert, customer).
+SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
+       a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
+       t.kind AS task_kind, a.answer,
+       CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
+            THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
+           AS override_until
+FROM assignments a
+JOIN projects p ON p.id = a.project_id
+JOIN tasks t ON t.id = a.task_id
+WHERE a.id = ANY ($1::uuid[]);
+
+-- name: reviews_page
+-- $1 project_id, $2 review_status (NULL: any), $3 after (submitted_at), $4 after id, $5 max
+-- rows. A customer's review list: submitted work of a project, oldest first, never gold.
+SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
+       a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
+       t.kind AS task_kind, a.answer,
+       CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
+            THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
+           AS override_until
+FROM assignments a
+JOIN projects p ON p.id = a.project_id
+JOIN tasks t ON t.id = a.task_id
+WHERE a.project_id = $1 AND a.review_status IS NOT NULL AND t.kind <> 'gold'
+  AND ($2::text IS NULL OR a.review_status = $2)
+  AND (a.submitted_at, a.id) > ($3::timestamptz, $4::uuid)
+ORDER BY a.submitted_at, a.id
+LIMIT $5;
