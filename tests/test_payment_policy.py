@@ -13,7 +13,7 @@ import asyncpg
 from taskroute.db.pool import Database, create_pool
 from taskroute.resolvers import acceptance
 
-from .helpers import Api, tasks_of
+from .helpers import ADMIN_TOKEN, Api, tasks_of
 
 SUBMIT = """mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) {
   payCents payStatus } }"""
@@ -154,4 +154,102 @@ async def test_on_review_racing_approvals_override_auto(
     assert auto["status"] == "accepted" and auto["reviewedBy"] == "auto"
     bal = (await api.gql(BALANCE, {}, expert["token"]))["expertBalance"]
     assert (bal["payments"], bal["paidCents"], bal["pending"]) == (5, 35, 0)
+    await _ledger_invariants(db, pid)
+
+
+CANCEL = "mutation($p: ID!) { cancelProject(id: $p) { status paymentPolicy } }"
+
+
+async def test_cancel_still_decides_and_pays_on_acceptance(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer = (await api.create_customer())["token"]
+    # REST creation with the policy; a wrong policy is a clear 422.
+    bad = await api.rest(
+        "POST",
+        "/v1/projects",
+        customer,
+        json={"name": "x", "tasks": tasks_of("grading", 1), "payment_policy": "later"},
+    )
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "BAD_INPUT"
+    r = await api.rest(
+        "POST",
+        "/v1/projects",
+        customer,
+        json={
+            "name": "c",
+            "tasks": tasks_of("grading", 2),
+            "pay_cents": 5,
+            "redundancy": 2,
+            "payment_policy": "on_acceptance",
+        },
+    )
+    assert r.status_code == 201, r.text
+    pid = r.json()["project_id"]
+    e0, e1 = [await api.create_expert(["grading"], name=f"e{i}") for i in range(2)]
+    first = await _work(api, e0["token"], {"g": 1})
+    assert len(first) == 2
+    held = await api.claim(e1["token"])
+    assert held is not None
+    cancel = (await api.gql(CANCEL, {"p": pid}, customer))["cancelProject"]
+    assert cancel == {"status": "canceled", "paymentPolicy": "on_acceptance"}
+    # The item nobody holds a slot of can no longer resolve: e0's answer on it is paid now.
+    states = dict(
+        await db.fetch(
+            "SELECT id::text, review_status FROM assignments WHERE project_id = $1"
+            " AND expert_id = $2",
+            pid,
+            e0["id"],
+        )
+    )
+    assert sorted(states.values()) == ["accepted", "submitted"]
+    # The held claim is still submitted (a disagreeing answer: no adjudication on a canceled
+    # project), and then its item's answers are decided: both paid.
+    got = await api.gql(SUBMIT, {"a": held["assignmentId"], "x": {"g": 2}}, e1["token"])
+    assert got["submit"]["payStatus"] == "pending_resolution"
+    assert (
+        await db.fetchval(
+            "SELECT count(*) FROM assignments"
+            " WHERE project_id = $1 AND review_status <> 'accepted'",
+            pid,
+        )
+        == 0
+    )
+    totals = (await api.gql(TOTALS, {"p": pid}, customer))["projectPayoutTotals"]
+    assert (totals["payments"], totals["netCents"], totals["pending"]) == (3, 15, 0)
+    await _ledger_invariants(db, pid)
+
+
+async def test_retraction_rejects_and_claws_back(api: Api, db: asyncpg.Connection) -> None:
+    customer = (await api.create_customer())["token"]
+    pid = (
+        await api.create_project(
+            customer,
+            tasks_of("grading", 1),
+            payCents=9,
+            redundancy=2,
+            paymentPolicy="on_acceptance",
+        )
+    )["project"]["id"]
+    e0, e1 = [await api.create_expert(["grading"], name=f"e{i}") for i in range(2)]
+    a0 = (await _work(api, e0["token"], {"g": 1}))[0][0]
+    await _work(api, e1["token"], {"g": 1})
+    assert (await api.gql(REVIEW, {"a": a0}, e0["token"]))["assignmentReview"]["status"] == (
+        "accepted"
+    )
+    data = await api.gql(
+        'mutation($e: ID!) { retractLabels(expertId: $e, reason: "spam", clawback: true) {'
+        " reversals } }",
+        {"e": e0["id"]},
+        ADMIN_TOKEN,
+    )
+    assert data["retractLabels"]["reversals"] == 1
+    review = (await api.gql(REVIEW, {"a": a0}, customer))["assignmentReview"]
+    assert review["status"] == "rejected" and review["reviewedBy"] == "retraction"
+    assert review["overrideUntil"] is None
+    # A retraction's rejection is the admin's: a customer approval does not undo it.
+    again = (await api.gql(APPROVE, {"ids": [a0]}, customer))["approveAssignments"]
+    assert again[0]["status"] == "rejected" and not again[0]["changed"]
+    bal = (await api.gql(BALANCE, {}, e0["token"]))["expertBalance"]
+    assert (bal["paidCents"], bal["reversedCents"], bal["balanceCents"]) == (9, 9, 0)
     await _ledger_invariants(db, pid)
