@@ -53,6 +53,7 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from taskroute.admission import Priority  # noqa: E402
 from taskroute.auth import authenticate, hash_token  # noqa: E402
 from taskroute.config import Settings  # noqa: E402
 from taskroute.db.migrate import migrate_url  # noqa: E402
@@ -528,7 +529,9 @@ class OneConnection(Database):
         self.conn = conn
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def connection(
+        self, priority: Priority | None = None
+    ) -> AsyncIterator[asyncpg.Connection]:
         yield self.conn
 
 
@@ -690,7 +693,7 @@ async def main(args: argparse.Namespace) -> None:
             f"the seeded database; server workers {args.workers}, pool max {args.pool_max}"
         )
         results: dict[tuple[str, int], Run] = {}
-        for label in args.labels.split(","):
+        for label in filter(None, args.labels.split(",")):
             for n in ns:
                 async with fresh_copy(args.pg, template) as copy:
                     run = await measure(label, copy, world, n, args)
@@ -699,7 +702,8 @@ async def main(args: argparse.Namespace) -> None:
                 if run.note:
                     print(run.note, flush=True)
         print("# load average now: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-        print_ratios(results, ns)
+        if results:
+            print_ratios(results, ns)
         await latency_section(args, rng, names)
     finally:
         if not args.keep:
