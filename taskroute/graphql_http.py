@@ -17,8 +17,13 @@ What strawberry 0.341 does by itself, and what this module changes:
   make the server parse and validate large documents (the lookup is an in-process cache hit
   or one indexed query). The GraphiQL page itself (GET, `Accept: text/html`) stays open.
 - A document with several operations and no `operationName` is a request error (the spec;
-  strawberry ran the first one); a non-string `operationName` is a 400; a subscription sent
-  over HTTP is a 400 pointing at the WebSocket endpoint (it used to fail as INTERNAL).
+  strawberry ran the first one); a non-string `operationName` is a 400.
+- Subscriptions are served over WebSocket and, for dashboards behind proxies that block
+  WebSockets, over HTTP streams: GraphQL over SSE (`Accept: text/event-stream`, distinct
+  connections mode) and multipart subscriptions (`Accept: multipart/mixed;
+  subscriptionSpec="1.0"`), both strawberry's opt-in `subscription_protocols`, authenticated like
+  every request and counted in the same subscription budget. A subscription sent with any
+  other `Accept` is a 400 naming the ways to subscribe (it used to fail as INTERNAL).
 - Every 405 carries `Allow`, and every error body is the JSON error shape.
 """
 
@@ -39,6 +44,12 @@ from strawberry.schema.exceptions import (
     CannotGetOperationTypeError,
     InvalidOperationTypeError,
 )
+from strawberry.subscriptions import (
+    GRAPHQL_SSE_PROTOCOL,
+    GRAPHQL_TRANSPORT_WS_PROTOCOL,
+    GRAPHQL_WS_PROTOCOL,
+    MULTIPART_SUBSCRIPTION_PROTOCOL,
+)
 from strawberry.types import ExecutionResult
 
 from taskroute.auth import authenticate
@@ -46,7 +57,11 @@ from taskroute.errors import TaskrouteError
 from taskroute.schema.limits import MAX_TOKENS
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
-SUBSCRIPTIONS_OVER_WS = "subscriptions are served over WebSocket (graphql-transport-ws) at /graphql"
+SUBSCRIPTIONS_OVER_WS = (
+    "subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, or over HTTP "
+    "with Accept: text/event-stream (GraphQL over SSE) or "
+    'multipart/mixed;subscriptionSpec="1.0"'
+)
 JSON = "application/json"
 
 # Error codes that mean "the server could not serve this right now": clients may retry.
@@ -116,14 +131,30 @@ class SpecSubResponse(Response):
     retryable: bool = False
 
 
+# WebSocket first (the workbench, the dashboard, the worker client), then the HTTP streams.
+SUBSCRIPTION_PROTOCOLS = (
+    GRAPHQL_TRANSPORT_WS_PROTOCOL,
+    GRAPHQL_WS_PROTOCOL,
+    GRAPHQL_SSE_PROTOCOL,
+    MULTIPART_SUBSCRIPTION_PROTOCOL,
+)
+
+
 class SpecGraphQL(GraphQL[Any, None]):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("subscription_protocols", SUBSCRIPTION_PROTOCOLS)
+        super().__init__(*args, **kwargs)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
         request = Request(scope, receive)
+        streaming = self._get_stream_transport_from_headers(request.headers) is not None
         media = negotiate(request.headers.get("accept"))
         wants_ide = self.should_render_graphql_ide(self.request_adapter_class(request))
+        if streaming and media is None:
+            media = JSON  # the stream's own media type; errors before it starts are JSON
         if media is None and not wants_ide:
             response = _error_response(
                 406, f"Accept must allow {GRAPHQL_RESPONSE} or {JSON}", JSON, "NOT_ACCEPTABLE"
@@ -212,7 +243,11 @@ class SpecGraphQL(GraphQL[Any, None]):
                 # The spec: with several operations the client must say which one to run.
                 raise HTTPException(400, "the document has several operations: set operationName")
             chosen = [op for op in operations if name is None or op[0] == name]
-            if chosen and chosen[0][1] == OperationType.SUBSCRIPTION:
+            if (
+                chosen
+                and chosen[0][1] == OperationType.SUBSCRIPTION
+                and parsed.protocol == "http"  # not asked for as an SSE or multipart stream
+            ):
                 raise HTTPException(400, SUBSCRIPTIONS_OVER_WS)
         return parsed
 
