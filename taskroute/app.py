@@ -125,8 +125,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
             from taskroute.embedded import start_embedded_postgres
 
             url, embedded = start_embedded_postgres(settings.data_dir)
-        await migrate_url(url)
-        pool = await create_pool(url, settings.pool_min, settings.pool_max)
+        # Requests go through `url` (possibly PgBouncer in transaction mode); what needs a
+        # session of its own (migrations' advisory lock, LISTEN) goes to Postgres directly.
+        direct_url = settings.session_url(url) if settings.database_url else url
+        await migrate_url(direct_url)
+        pool = await create_pool(
+            url, settings.pool_min, settings.pool_max, settings.pool_statement_cache(url)
+        )
         admission = Admission(
             settings.pool_max, settings.admission_queue, settings.admission_claim_queue
         )
@@ -135,7 +140,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.ws_max_subscriptions_per_socket, settings.ws_max_subscriptions_per_credential
         )
         listener = PostgresNotifyBackend(
-            url,
+            direct_url,
             probe_interval=settings.listen_probe_interval,
             probe_timeout=settings.listen_probe_timeout,
         )

@@ -22,6 +22,12 @@ def _database_url(settings: Settings) -> tuple[str, Any]:
     return start_embedded_postgres(settings.data_dir)
 
 
+def _direct_url(settings: Settings, url: str) -> str:
+    """Postgres itself, for migrations (a session advisory lock cannot go through PgBouncer in
+    transaction mode); the embedded Postgres has no pooler in front."""
+    return settings.session_url(url) if settings.database_url else url
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -31,7 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     url, server = _database_url(settings)
     # Worker processes inherit the URL, so they all share this one database.
     os.environ["DATABASE_URL"] = url
-    asyncio.run(migrate_url(url))
+    asyncio.run(migrate_url(_direct_url(settings, url)))
     # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets
     # atexit handlers run, so the embedded Postgres is stopped with us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -58,8 +64,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
 def cmd_migrate(args: argparse.Namespace) -> None:
     from taskroute.db.migrate import migrate_url
 
-    url, server = _database_url(Settings.from_env())
-    applied = asyncio.run(migrate_url(url))
+    settings = Settings.from_env()
+    url, server = _database_url(settings)
+    applied = asyncio.run(migrate_url(_direct_url(settings, url)))
     print(f"applied {len(applied)} migration(s): {applied}" if applied else "up to date")
     del server
 
@@ -79,14 +86,14 @@ def _json_row(row: Any) -> dict[str, Any]:
             for k, v in dict(row).items() if k != "token_hash"}  # fmt: skip
 
 
-async def _admin(args: argparse.Namespace, url: str) -> Any:
+async def _admin(args: argparse.Namespace, url: str, statement_cache_size: int) -> Any:
     from datetime import UTC, datetime, timedelta
 
     from taskroute.auth import Viewer, parse_id
     from taskroute.db.pool import Database, create_pool
     from taskroute.resolvers import accounts
 
-    pool = await create_pool(url, 1, 2)
+    pool = await create_pool(url, 1, 2, statement_cache_size)
     actor = _actor()
     admin = Viewer("admin")
     cmd = args.admin_cmd
@@ -183,10 +190,12 @@ def cmd_admin(args: argparse.Namespace) -> None:
     from taskroute.db.migrate import migrate_url
     from taskroute.errors import TaskrouteError
 
-    url, server = _database_url(Settings.from_env())
-    asyncio.run(migrate_url(url))
+    settings = Settings.from_env()
+    url, server = _database_url(settings)
+    asyncio.run(migrate_url(_direct_url(settings, url)))
     try:
-        print(json.dumps(asyncio.run(_admin(args, url)), indent=None, default=str))
+        result = asyncio.run(_admin(args, url, settings.pool_statement_cache(url)))
+        print(json.dumps(result, indent=None, default=str))
     except TaskrouteError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         sys.exit(2)

@@ -23,8 +23,19 @@ def _bool(name: str, default: bool) -> bool:
 
 @dataclass(frozen=True)
 class Settings:
-    # Postgres URL; empty -> an embedded Postgres (pgserver) under `data_dir/pg`.
+    # Postgres URL; empty -> an embedded Postgres (pgserver) under `data_dir/pg`. The request
+    # pool connects here: Postgres itself, or a transaction-mode pooler (PgBouncer) before it.
     database_url: str = ""
+    # Postgres itself, for what needs a session of its own: the LISTEN connection (realtime
+    # wake-ups, credential-cache invalidations) and migrations (a session advisory lock).
+    # Empty -> `database_url`. A transaction-mode pooler hands each transaction to any server
+    # connection, so a LISTEN or a session lock through it would silently land elsewhere.
+    direct_database_url: str = ""
+    # asyncpg's prepared-statement cache per pooled connection; -1 -> automatic: 100 (asyncpg's
+    # default) when the pool talks to Postgres itself, 0 when `direct_database_url` names
+    # another address (a pooler sits in between: PgBouncer before 1.21 cannot keep named
+    # prepared statements across transactions).
+    statement_cache_size: int = -1
     # Bootstrap admin credential; empty -> no admin over the API (the CLI still works).
     admin_token: str = ""
     # Bearer token a Prometheus scraper sends to /metrics (the admin token works too); /metrics
@@ -110,11 +121,23 @@ class Settings:
     routing_forecast_window: float = 600.0
     routing_active_window: float = 3600.0
 
+    def session_url(self, pooled_url: str) -> str:
+        """Where session-scoped connections go, given the URL the pool uses."""
+        return self.direct_database_url or pooled_url
+
+    def pool_statement_cache(self, pooled_url: str) -> int:
+        if self.statement_cache_size >= 0:
+            return self.statement_cache_size
+        behind_pooler = self.session_url(pooled_url) != pooled_url
+        return 0 if behind_pooler else 100
+
     @classmethod
     def from_env(cls) -> Settings:
         origins = os.environ.get("TASKROUTE_ALLOWED_ORIGINS", "")
         return cls(
             database_url=os.environ.get("DATABASE_URL", ""),
+            direct_database_url=os.environ.get("TASKROUTE_DIRECT_DATABASE_URL", ""),
+            statement_cache_size=_int("TASKROUTE_STATEMENT_CACHE_SIZE", -1),
             admin_token=os.environ.get("TASKROUTE_ADMIN_TOKEN", ""),
             metrics_token=os.environ.get("TASKROUTE_METRICS_TOKEN", ""),
             blob_url=os.environ.get("TASKROUTE_BLOB_URL", ""),

@@ -6,6 +6,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -18,7 +19,7 @@ from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 
 from .helpers import ADMIN_TOKEN, Api
-from .procs import free_port
+from .procs import PrivatePgBouncer, free_port
 
 CANDIDATE_ADMIN_DSNS = [
     os.environ.get("TASKROUTE_TEST_PG", ""),
@@ -93,6 +94,39 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(database_url)
     yield conn
     await conn.close()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_admin_dsn: str) -> Iterator[PrivatePgBouncer]:
+    """One private PgBouncer (transaction mode) per test run, in front of the test Postgres;
+    each test's own database is reached through it by name."""
+    bouncer = PrivatePgBouncer(pg_admin_dsn)
+    bouncer.start()
+    yield bouncer
+    bouncer.stop()
+
+
+@dataclass(frozen=True)
+class DbRoute:
+    """How server processes reach the test's database: `url` for the request pool
+    (DATABASE_URL), `direct_url` for the LISTEN connection and migrations."""
+
+    name: str
+    url: str
+    direct_url: str
+
+    def env(self) -> dict[str, str]:
+        """Environment for `ServeProcess` besides DATABASE_URL."""
+        return {"TASKROUTE_DIRECT_DATABASE_URL": self.direct_url}
+
+
+@pytest.fixture(params=["direct", "pgbouncer"])
+def db_route(request: pytest.FixtureRequest, database_url: str) -> DbRoute:
+    """Run the test twice: straight to Postgres, and with the pool through PgBouncer."""
+    if request.param == "direct":
+        return DbRoute("direct", database_url, database_url)
+    bouncer: PrivatePgBouncer = request.getfixturevalue("pgbouncer")
+    return DbRoute("pgbouncer", bouncer.url_for(database_url), database_url)
 
 
 def test_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:

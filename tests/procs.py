@@ -1,8 +1,13 @@
-"""Processes for fault tests: `taskroute serve` subprocesses and a private Postgres cluster.
+"""Processes for fault tests: `taskroute serve` subprocesses, a private Postgres cluster and a
+private PgBouncer.
 
 The private cluster exists so a test can restart Postgres without touching the shared one
 other tests (and other people) use. It needs /usr/lib/postgresql/<v>/bin and, when running as
 root, the `postgres` OS user (initdb refuses root); otherwise the test is skipped.
+
+The private PgBouncer (transaction mode, its own config and port in a temporary folder) sits
+in front of a Postgres given by URL; tests that run through it are skipped, saying so, only
+when the pgbouncer binary is absent (`.ci/run` installs it).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -162,3 +168,95 @@ class PrivatePostgres:
                 self.stop("immediate")
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+PGBOUNCER_CANDIDATES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
+
+
+def _pgbouncer_bin() -> str | None:
+    return shutil.which("pgbouncer") or next(
+        (p for p in PGBOUNCER_CANDIDATES if os.access(p, os.X_OK)), None
+    )
+
+
+class PrivatePgBouncer:
+    """PgBouncer in transaction mode on a free loopback port, in front of `target_dsn`'s server.
+
+    Every database name is forwarded (`*`), logging in as the target's user (`auth_type =
+    any`: the client's name is ignored), with `pool_size` server connections per database:
+    fewer than the clients' connections, so transactions of different clients really share
+    server connections, which is what breaks session state and named prepared statements."""
+
+    def __init__(self, target_dsn: str, pool_size: int = 6) -> None:
+        binary = _pgbouncer_bin()
+        if binary is None:
+            pytest.skip(
+                "pgbouncer is not installed (looked for `pgbouncer` on PATH and in "
+                f"{', '.join(PGBOUNCER_CANDIDATES)}; `apt-get install -y pgbouncer`): "
+                "the tests through PgBouncer cannot run"
+            )
+        self.binary = binary
+        target = urlsplit(target_dsn)
+        self.user = target.username or "postgres"
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="taskroute_pgbouncer_"))
+        self.config = self.dir / "pgbouncer.ini"
+        self.log = self.dir / "pgbouncer.log"
+        self.pidfile = self.dir / "pgbouncer.pid"
+        lines = [
+            "[databases]",
+            f"* = host={target.hostname or '127.0.0.1'} port={target.port or 5432}"
+            f" user={self.user}",
+            "[pgbouncer]",
+            "listen_addr = 127.0.0.1",
+            f"listen_port = {self.port}",
+            "unix_socket_dir =",
+            "auth_type = any",
+            "pool_mode = transaction",
+            f"default_pool_size = {pool_size}",
+            "max_client_conn = 2000",
+            f"logfile = {self.log}",
+            f"pidfile = {self.pidfile}",
+        ]
+        if os.geteuid() == 0:
+            # PgBouncer refuses to run as root; it switches to this user after startup.
+            lines.append("user = postgres")
+            shutil.chown(self.dir, "postgres", "postgres")
+        self.config.write_text("\n".join(lines) + "\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def url_for(self, dsn: str) -> str:
+        """`dsn`'s database, through this PgBouncer."""
+        dbname = urlsplit(dsn).path.lstrip("/")
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{dbname}"
+
+    def start(self, timeout: float = 15) -> None:
+        self.proc = subprocess.Popen(
+            [self.binary, str(self.config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            cwd=self.dir,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pgbouncer exited: {self._log_tail()}")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"pgbouncer not listening in {timeout}s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        return self.log.read_text()[-2000:] if self.log.exists() else "(no log)"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)

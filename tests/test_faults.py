@@ -20,6 +20,7 @@ import pytest
 
 from taskroute.db.migrate import migrate_url
 
+from .conftest import DbRoute
 from .helpers import ADMIN_TOKEN, Api, tasks_of
 from .procs import PrivatePostgres, ServeProcess
 
@@ -141,14 +142,15 @@ async def check_exactly_once(conn: asyncpg.Connection, tally: Tally, total: int)
 
 
 async def test_kill_9_under_load_loses_and_doubles_nothing(
-    database_url: str, tmp_path: Path, db: asyncpg.Connection
+    db_route: DbRoute, tmp_path: Path, db: asyncpg.Connection
 ) -> None:
     total = 150
     server = ServeProcess(
-        database_url,
+        db_route.url,
         tmp_path / "serve.log",
         TASKROUTE_ADMIN_TOKEN=ADMIN_TOKEN,
         TASKROUTE_SWEEP_INTERVAL="0.5",
+        **db_route.env(),
     )
     await asyncio.to_thread(server.start)
     tally = Tally()

@@ -1,4 +1,4 @@
-"""Several stateless server processes on one Postgres."""
+"""Several stateless server processes on one Postgres, straight or through PgBouncer."""
 
 from __future__ import annotations
 
@@ -8,14 +8,18 @@ from pathlib import Path
 
 import asyncpg
 
+from .conftest import DbRoute
 from .helpers import Api, tasks_of
 from .procs import ServeProcess
 
 
 async def test_two_processes_never_claim_a_task_twice(
-    database_url: str, db: asyncpg.Connection, tmp_path: Path
+    db_route: DbRoute, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
-    servers = [ServeProcess(database_url, tmp_path / f"server{i}.log") for i in range(2)]
+    servers = [
+        ServeProcess(db_route.url, tmp_path / f"server{i}.log", **db_route.env())
+        for i in range(2)
+    ]
     await asyncio.gather(*(s.astart() for s in servers))
     try:
         clients = [Api(s.url) for s in servers]
@@ -48,9 +52,9 @@ async def test_two_processes_never_claim_a_task_twice(
 
 
 async def test_workers_flag_serves_from_several_processes(
-    database_url: str, tmp_path: Path
+    db_route: DbRoute, tmp_path: Path
 ) -> None:
-    server = ServeProcess(database_url, tmp_path / "server.log", workers=2)
+    server = ServeProcess(db_route.url, tmp_path / "server.log", workers=2, **db_route.env())
     await server.astart()
     try:
         async with Api(server.url) as api:

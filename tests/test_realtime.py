@@ -19,6 +19,7 @@ from taskroute.realtime.backend import LISTENER_APPLICATION_NAME
 from taskroute.realtime.channels import skill_channel, tasks_payloads
 from taskroute.realtime.hub import TaskWaiter
 
+from .conftest import DbRoute
 from .helpers import ADMIN_TOKEN, Api, tasks_of
 from .procs import ServeProcess
 from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, Rejected, WsClient
@@ -482,13 +483,16 @@ async def test_heartbeat_reports_higher_priority_tasks(api: Api) -> None:
 
 
 @pytest_asyncio.fixture
-async def two_servers(database_url: str, tmp_path: Path) -> AsyncIterator[list[str]]:
+async def two_servers(db_route: DbRoute, tmp_path: Path) -> AsyncIterator[list[str]]:
+    """Two processes on one database, straight or with their pools through PgBouncer (the
+    LISTEN connection always goes straight to Postgres)."""
     servers = [
         ServeProcess(
-            database_url,
+            db_route.url,
             tmp_path / f"server{i}.log",
             TASKROUTE_SWEEP_INTERVAL="0.2",
             TASKROUTE_DATA_DIR=str(tmp_path / f"d{i}"),
+            **db_route.env(),
         )  # fmt: skip
         for i in range(2)
     ]

@@ -48,6 +48,8 @@ def _decode_json(text: str) -> Any:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
+    # json and jsonb are built-in types: asyncpg knows their oids and sends no introspection
+    # query (whose session-level `SET jit` would leak through a transaction-mode pooler).
     for typename in ("json", "jsonb"):
         await conn.set_type_codec(
             typename, encoder=_encode_json, decoder=_decode_json, schema="pg_catalog"
@@ -58,11 +60,17 @@ async def _reset_connection(conn: asyncpg.Connection) -> None:
     """What a connection needs before its next borrower: nothing beyond the rollback of an
     unfinished transaction, which asyncpg does before calling this. The application keeps no
     session state (no session advisory locks, LISTEN, cursors or SET on pooled connections;
-    advisory locks are transaction-scoped), so asyncpg's default reset (`RESET ALL; UNLISTEN
+    advisory locks are transaction-scoped, SET is SET LOCAL), which is also what lets the
+    pool run through a transaction-mode PgBouncer; asyncpg's default reset (`RESET ALL; UNLISTEN
     *; ...`, one round trip per release) would only cost a round trip per request."""
 
 
-async def create_pool(dsn: str, min_size: int = 2, max_size: int = 10) -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, min_size: int = 2, max_size: int = 10, statement_cache_size: int = 100
+) -> asyncpg.Pool:
+    """`statement_cache_size=0` behind a transaction-mode pooler (PgBouncer < 1.21): asyncpg
+    then never relies on a prepared statement outliving its own exchange, at the cost of a
+    second Parse per statement (asyncpg >= 0.29 re-parses; see MagicStack/asyncpg#1065)."""
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
@@ -70,6 +78,7 @@ async def create_pool(dsn: str, min_size: int = 2, max_size: int = 10) -> asyncp
         init=_init_connection,
         reset=_reset_connection,
         command_timeout=60,
+        statement_cache_size=statement_cache_size,
     )
     assert pool is not None
     return pool
