@@ -18,6 +18,7 @@ from taskroute.app import create_app
 from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 
+from .clock import DbClock
 from .helpers import ADMIN_TOKEN, Api
 from .procs import PrivatePgBouncer, free_port
 
@@ -127,6 +128,13 @@ def db_route(request: pytest.FixtureRequest, database_url: str) -> DbRoute:
         return DbRoute("direct", database_url, database_url)
     bouncer: PrivatePgBouncer = request.getfixturevalue("pgbouncer")
     return DbRoute("pgbouncer", bouncer.url_for(database_url), database_url)
+
+
+@pytest_asyncio.fixture
+async def clock(db: asyncpg.Connection) -> DbClock:
+    """The test database's clock (`taskroute_now()`): `await clock.advance(seconds)` ends
+    leases, windows and deadlines at once instead of waiting for them."""
+    return DbClock(db)
 
 
 def test_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:

@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
 ADMIN_TOKEN = "admin-test-token"
+
+
+async def wait_for(
+    check: Callable[[], Awaitable[Any] | Any],
+    what: str = "the condition",
+    timeout: float = 30.0,
+    every: float = 0.05,
+) -> Any:
+    """Poll until `check()` (plain or async) is truthy and return its value: background jobs
+    (sweeper, routing, ingest) run on intervals, so tests wait on what they do, never on time."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r})")
+        await asyncio.sleep(every)
 
 
 class GraphQLError(AssertionError):

@@ -8,7 +8,8 @@ import random
 import asyncpg
 import pytest
 
-from .helpers import Api, GraphQLError, tasks_of
+from .clock import DbClock
+from .helpers import Api, GraphQLError, tasks_of, wait_for
 
 
 async def test_nothing_to_claim_is_null_and_204(api: Api) -> None:
@@ -121,16 +122,16 @@ async def test_many_experts_claim_and_submit_each_task_exactly_once(
 
 
 async def test_lease_expiry_is_a_conflict_and_the_task_returns(
-    api: Api, db: asyncpg.Connection
+    api: Api, db: asyncpg.Connection, clock: DbClock
 ) -> None:
     customer = await api.create_customer()
     slow = await api.create_expert(["grading"], "slow")
     other = await api.create_expert(["grading"], "other")
-    await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=1)
+    await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=60)
     claim = await api.claim(slow["token"])
     assert claim is not None
     assert await api.claim(other["token"]) is None  # held, not expired
-    await asyncio.sleep(1.3)
+    await clock.advance(61)
 
     r = await api.rest("POST", f"/v1/assignments/{claim['assignmentId']}/heartbeat", slow["token"])
     assert r.status_code == 409
@@ -151,30 +152,37 @@ async def test_lease_expiry_is_a_conflict_and_the_task_returns(
     )
 
 
-async def test_heartbeat_extends_the_lease(api: Api) -> None:
+async def test_heartbeat_extends_the_lease(api: Api, clock: DbClock) -> None:
     customer = await api.create_customer()
     expert = await api.create_expert(["grading"])
-    await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=2)
+    await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=60)
     claim = await api.claim(expert["token"])
     assert claim is not None
-    for _ in range(3):  # 3 s in all: past the first lease, alive through heartbeats
-        await asyncio.sleep(1)
+    for _ in range(3):  # 120 s in all: past the first lease, alive through heartbeats
+        await clock.advance(40)
         await api.heartbeat(expert["token"], claim["assignmentId"])
     receipt = await api.submit(expert["token"], claim["assignmentId"], {"done": 1})
     assert receipt["assignmentId"] == claim["assignmentId"]
 
 
 async def test_sweeper_returns_expired_tasks_and_counts_retries(
-    api: Api, db: asyncpg.Connection
+    api: Api, db: asyncpg.Connection, clock: DbClock
 ) -> None:
     customer = await api.create_customer()
     experts = [await api.create_expert(["grading"], f"e{i}") for i in range(3)]
     created = await api.create_project(
-        customer["token"], tasks_of("grading", 1), leaseSeconds=1, maxRetries=1
+        customer["token"], tasks_of("grading", 1), leaseSeconds=60, maxRetries=1
     )
-    for expert in experts[:2]:
+    for attempt, expert in enumerate(experts[:2], 1):
         assert await api.claim(expert["token"]) is not None
-        await asyncio.sleep(1.6)  # the in-process sweeper runs every 0.2 s
+        await clock.advance(61)
+
+        async def swept(attempt: int = attempt) -> bool:
+            # The in-process sweeper (every 0.2 s) counts the attempt and leaves the task.
+            row = await db.fetchrow("SELECT status, attempts FROM tasks")
+            return row["attempts"] == attempt and row["status"] != "claimed"
+
+        await wait_for(swept, f"the sweeper to take back lease {attempt}")
     # Two leases expired and max_retries=1: the task failed and is not offered again.
     assert await api.claim(experts[2]["token"]) is None
     progress = await api.progress(customer["token"], created["project"]["id"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -15,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from taskroute.observability import metrics
 from taskroute.observability.logs import JsonFormatter
 
-from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .clock import DbClock
+from .helpers import ADMIN_TOKEN, Api, tasks_of, wait_for
 
 
 async def scrape(api: Api) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -104,13 +104,15 @@ async def test_metrics_need_a_scraper_token(api: Api) -> None:
         assert "taskroute_" not in r.text
 
 
-async def test_metrics(api: Api, db: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_metrics(
+    api: Api, db: asyncpg.Connection, clock: DbClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(metrics, "DB_GAUGE_TTL", 0.0)  # refresh the database gauges every scrape
     before = await scrape(api)
     customer = await api.create_customer()
     expert = await api.create_expert(["obs"])
     idle = await api.create_expert(["obs-none"], name="idle")
-    await api.create_project(customer["token"], tasks_of("obs", 3), leaseSeconds=1)
+    await api.create_project(customer["token"], tasks_of("obs", 3), leaseSeconds=60)
 
     mid = await scrape(api)
     assert value(mid, "taskroute_open_tasks", skill="obs") == 3
@@ -122,11 +124,12 @@ async def test_metrics(api: Api, db: asyncpg.Connection, monkeypatch: pytest.Mon
     await api.submit(expert["token"], claim["assignmentId"], {"ok": True})
     second = await api.claim(expert["token"])
     assert second is not None
-    # Let the 1 s lease run out; the sweeper (every 0.2 s in tests) returns the task.
-    for _ in range(100):
-        if await db.fetchval("SELECT count(*) FROM assignments WHERE status = 'expired'"):
-            break
-        await asyncio.sleep(0.05)
+    # The lease runs out; the sweeper (every 0.2 s in tests) returns the task.
+    await clock.advance(61)
+    await wait_for(
+        lambda: db.fetchval("SELECT count(*) FROM assignments WHERE status = 'expired'"),
+        "the sweeper to expire the lease",
+    )
     await db.execute(
         "UPDATE projects SET status = 'ingesting', created_at = now() - '30 s'::interval"
     )

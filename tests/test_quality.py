@@ -12,7 +12,8 @@ from uuid import UUID
 import asyncpg
 import pytest
 
-from .helpers import ADMIN_TOKEN, Api, GraphQLError
+from .clock import DbClock
+from .helpers import ADMIN_TOKEN, Api, GraphQLError, wait_for
 
 SKILL = "labeling"
 
@@ -496,13 +497,13 @@ async def test_bad_input_writes_nothing(api: Api, db: asyncpg.Connection) -> Non
 
 
 async def test_gold_lease_expiry_and_gold_is_never_all_that_is_left(
-    api: Api, db: asyncpg.Connection
+    api: Api, db: asyncpg.Connection, clock: DbClock
 ) -> None:
     customer = await api.create_customer()
     a, b, d = [await api.create_expert([SKILL], name=n) for n in ("a", "b", "d")]
     gold = [{"skill": SKILL, "payload": {"n": 100 + i}, "gold": {"label": "g"}} for i in range(2)]
     created = await api.create_project(
-        customer["token"], items_of(3) + gold, redundancy=2, leaseSeconds=1
+        customer["token"], items_of(3) + gold, redundancy=2, leaseSeconds=60
     )
     project_id = created["project"]["id"]
 
@@ -516,17 +517,17 @@ async def test_gold_lease_expiry_and_gold_is_never_all_that_is_left(
 
     first = await api.claim(a["token"])
     assert first is not None and first["task"]["payload"]["n"] >= 100
-    await asyncio.sleep(1.3)  # a's gold lease expires unsubmitted
+    await clock.advance(61)  # a's gold lease expires unsubmitted
     other = await api.claim(b["token"])
     assert other is not None and other["task"]["id"] != first["task"]["id"]
-    for _ in range(50):  # the sweeper fails the expired gold serving (bounded wait)
+
+    async def gold_serving_failed() -> bool:  # the sweeper fails the expired gold serving
         status = await db.fetchval(
             "SELECT status FROM tasks WHERE id = $1", UUID(first["task"]["id"])
         )
-        if status == "failed":
-            break
-        await asyncio.sleep(0.1)
-    assert status == "failed"
+        return status == "failed"
+
+    await wait_for(gold_serving_failed, "the sweeper to fail the expired gold serving")
     second = await api.claim(a["token"])
     assert second is not None
     assert second["task"]["payload"]["n"] >= 100

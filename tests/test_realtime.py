@@ -19,6 +19,7 @@ from taskroute.realtime.backend import LISTENER_APPLICATION_NAME
 from taskroute.realtime.channels import skill_channel, tasks_payloads
 from taskroute.realtime.hub import TaskWaiter
 
+from .clock import DbClock
 from .conftest import DbRoute
 from .helpers import ADMIN_TOKEN, Api, tasks_of
 from .procs import ServeProcess
@@ -227,17 +228,20 @@ async def test_one_task_wakes_few_of_200_idle_subscribers(api: Api) -> None:
 # --- lease expiry, rollback, debounce ------------------------------------------------------
 
 
-async def test_expired_lease_swept_back_wakes_subscriber(api: Api, db: asyncpg.Connection) -> None:
+async def test_expired_lease_swept_back_wakes_subscriber(
+    api: Api, db: asyncpg.Connection, clock: DbClock
+) -> None:
     customer = await api.create_customer()
     holder = await api.create_expert(["grading"], name="holder")
     waiter = await api.create_expert(["grading"], name="waiter")
-    created = await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=1)
+    created = await api.create_project(customer["token"], tasks_of("grading", 1), leaseSeconds=60)
     claim = await api.claim(holder["token"])
     assert claim is not None
     sub = await subscribe_tasks(api, waiter["token"])
     try:
         await wait_for_waiters(api, 1)
-        # No task is open now; the sweeper (every 0.2 s in tests) reopens it after ~1 s.
+        # No task is open now; once the lease ends the sweeper (every 0.2 s) reopens it.
+        await clock.advance(61)
         event = await sub.next(timeout=15)
         assert event["data"]["taskAvailable"] == {
             "skill": "grading",
@@ -505,7 +509,7 @@ async def two_servers(db_route: DbRoute, tmp_path: Path) -> AsyncIterator[list[s
 
 
 async def test_task_opened_via_one_process_wakes_expert_on_another(
-    two_servers: list[str],
+    two_servers: list[str], clock: DbClock
 ) -> None:
     a_url, b_url = two_servers
     async with Api(a_url) as a, Api(b_url) as b:
@@ -519,7 +523,7 @@ async def test_task_opened_via_one_process_wakes_expert_on_another(
             assert event["data"]["taskAvailable"]["projectId"] == created["project"]["id"]
             # An expired lease, swept back by whichever process holds the sweep lock.
             short = await a.create_project(
-                customer["token"], tasks_of("ranking", 1), name="short", leaseSeconds=1
+                customer["token"], tasks_of("ranking", 1), name="short", leaseSeconds=60
             )
             holder = await a.create_expert(["ranking"], name="holder")
             ranker = await a.create_expert(["ranking"], name="ranker")
@@ -528,6 +532,7 @@ async def test_task_opened_via_one_process_wakes_expert_on_another(
             sub2 = await subscribe_tasks(b, ranker["token"], ["ranking"])
             try:
                 await wait_for_waiters(b, 2)
+                await clock.advance(61)
                 event = await sub2.next(timeout=15)
                 assert event["data"]["taskAvailable"]["projectId"] == short["project"]["id"]
             finally:

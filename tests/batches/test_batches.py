@@ -14,6 +14,7 @@ import pytest
 
 from taskroute.resolvers import ingest as ingest_module
 
+from ..clock import DbClock
 from ..helpers import ADMIN_TOKEN, Api, GraphQLError
 from .conftest import StartServer, StoreHandle, assert_open_tasks_have_payloads, wait_for
 
@@ -181,15 +182,15 @@ async def test_claim_delivers_inline_or_by_url_only_to_the_lease_holder(
 
 
 async def test_payload_url_dies_with_the_lease(
-    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
+    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection, clock: DbClock
 ) -> None:
     srv = await start_server()
     async with Api(srv.url) as api:
         customer = await api.create_customer()
         expert = await api.create_expert(["big"])
-        await api.create_project(customer["token"], big_tasks(1, "big"), leaseSeconds=1)
+        await api.create_project(customer["token"], big_tasks(1, "big"), leaseSeconds=60)
         claim = (await api.gql(CLAIM, token=expert["token"]))["claimNextTask"]
-        await asyncio.sleep(1.3)
+        await clock.advance(61)
         r = await fetch_payload(srv.url, claim["task"]["payloadUrl"], expert["token"])
         assert r.status_code == 409 and r.json()["error"]["code"] == "LEASE_EXPIRED"
     assert await db.fetchval("SELECT count(*) FROM audit_log WHERE action = 'payload_fetch'") == 0

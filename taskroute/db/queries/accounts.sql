@@ -31,12 +31,12 @@ WITH c AS (
     FROM credentials cr
     LEFT JOIN experts e ON e.id = cr.expert_id
     WHERE cr.token_hash = $1 AND cr.revoked_at IS NULL
-      AND (cr.expires_at IS NULL OR cr.expires_at > now())
+      AND (cr.expires_at IS NULL OR cr.expires_at > taskroute_now())
       AND (cr.expert_id IS NULL OR e.status = 'active')
 ),
 touched AS (
     INSERT INTO credential_last_use (credential_id, last_used_at)
-    SELECT id, now() FROM c
+    SELECT id, taskroute_now() FROM c
     ON CONFLICT (credential_id) DO UPDATE SET last_used_at = excluded.last_used_at
     WHERE credential_last_use.last_used_at < excluded.last_used_at - interval '1 minute'
 )
@@ -70,13 +70,13 @@ ORDER BY c.created_at DESC, c.id;
 
 -- name: credential_revoke
 -- $1 credential id. Idempotent: an already revoked credential keeps its first revocation time.
-UPDATE credentials SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING *;
+UPDATE credentials SET revoked_at = coalesce(revoked_at, taskroute_now()) WHERE id = $1 RETURNING *;
 
 -- name: credential_expire_in
 -- $1 credential id, $2 seconds from now (rotation's grace period): never extends an expiry.
 UPDATE credentials
-SET expires_at = least(coalesce(expires_at, now() + make_interval(secs => $2)),
-                       now() + make_interval(secs => $2))
+SET expires_at = least(coalesce(expires_at, taskroute_now() + make_interval(secs => $2)),
+                       taskroute_now() + make_interval(secs => $2))
 WHERE id = $1 RETURNING *;
 
 -- name: customer_get

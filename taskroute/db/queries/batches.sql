@@ -28,7 +28,7 @@ CROSS JOIN LATERAL (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 ) c
-WHERE j.state IN ('queued', 'running', 'retrying') AND j.next_attempt_at <= now()
+WHERE j.state IN ('queued', 'running', 'retrying') AND j.next_attempt_at <= taskroute_now()
 ORDER BY j.next_attempt_at
 LIMIT 1;
 
@@ -50,8 +50,8 @@ SET tasks_stored = tasks_stored + $2,
     attempts = 0,
     error = NULL,
     state = CASE WHEN chunks_left - 1 = 0 THEN 'done' ELSE 'running' END,
-    finished_at = CASE WHEN chunks_left - 1 = 0 THEN now() END,
-    updated_at = now()
+    finished_at = CASE WHEN chunks_left - 1 = 0 THEN taskroute_now() END,
+    updated_at = taskroute_now()
 WHERE id = $1
 RETURNING state, kind, project_id;
 
@@ -67,10 +67,10 @@ SET attempts = attempts + 1,
     error = $2,
     state = CASE WHEN $5::int IS NOT NULL AND attempts + 1 >= $5 THEN 'failed'
                  ELSE 'retrying' END,
-    finished_at = CASE WHEN $5::int IS NOT NULL AND attempts + 1 >= $5 THEN now() END,
-    next_attempt_at = now() + make_interval(secs => least($4::float8,
+    finished_at = CASE WHEN $5::int IS NOT NULL AND attempts + 1 >= $5 THEN taskroute_now() END,
+    next_attempt_at = taskroute_now() + make_interval(secs => least($4::float8,
                                                           $3::float8 * 2 ^ least(attempts, 30))),
-    updated_at = now()
+    updated_at = taskroute_now()
 WHERE id = $1 AND state IN ('queued', 'running', 'retrying')
 RETURNING state, attempts, next_attempt_at;
 
@@ -79,7 +79,7 @@ RETURNING state, attempts, next_attempt_at;
 -- worker holds are skipped (waiting for them could deadlock on the job row); that worker
 -- sees the cancel itself and drops its chunk the same way.
 WITH job AS (
-    UPDATE ingest_jobs SET state = 'canceled', finished_at = now(), updated_at = now()
+    UPDATE ingest_jobs SET state = 'canceled', finished_at = taskroute_now(), updated_at = taskroute_now()
     WHERE id = $1 AND state IN ('queued', 'running', 'retrying')
 )
 DELETE FROM ingest_chunks c
@@ -130,13 +130,13 @@ LIMIT 1;
 -- $1 assignment_id, $2 expert_id. The payload of a task, only while this expert holds its
 -- live lease (task row and assignment agree, neither expired).
 SELECT a.task_id, a.project_id, p.customer_id, i.payload, i.payload_key,
-       extract(epoch FROM least(a.lease_until, t.lease_until) - now()) AS lease_seconds_left
+       extract(epoch FROM least(a.lease_until, t.lease_until) - taskroute_now()) AS lease_seconds_left
 FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
-            AND t.lease_until > now()
+            AND t.lease_until > taskroute_now()
 JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
-WHERE a.id = $1 AND a.expert_id = $2 AND a.status = 'active' AND a.lease_until > now();
+WHERE a.id = $1 AND a.expert_id = $2 AND a.status = 'active' AND a.lease_until > taskroute_now();
 
 -- name: audit_log_page
 -- $1 customer_id scope (NULL: admin, everyone's), $2 project_id or NULL, $3 expert_id or NULL,

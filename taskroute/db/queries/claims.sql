@@ -4,7 +4,7 @@
 -- name: expert_touch
 -- $1 expert_id. Locks the expert row for the rest of the claim transaction, so two racing
 -- claims of one expert run one after the other, and records presence.
-UPDATE experts SET last_seen_at = now() WHERE id = $1 RETURNING status;
+UPDATE experts SET last_seen_at = taskroute_now() WHERE id = $1 RETURNING status;
 
 -- name: assignment_active_for_expert
 -- $1 expert_id. The expert's live claim, if any (a page refresh gets the same one back).
@@ -14,7 +14,7 @@ FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
 JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
-WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > now();
+WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > taskroute_now();
 
 -- name: task_claim
 -- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds),
@@ -68,7 +68,7 @@ candidate AS (
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
-        WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < now()
+        WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < taskroute_now()
           AND t.attempts < t.max_retries AND {{ task_in_scope(t, $3) }}
           AND {{ task_eligible(t, s, $1) }}
         ORDER BY t.lease_until
@@ -86,7 +86,7 @@ claimed AS (
     UPDATE tasks t
     SET status = 'claimed',
         assignment_id = gen_random_uuid(),
-        lease_until = now() + make_interval(secs => p.lease_seconds),
+        lease_until = taskroute_now() + make_interval(secs => p.lease_seconds),
         -- taking over an expired lease counts that lease as a failed attempt
         attempts = t.attempts + (t.status = 'claimed')::int
     FROM best c, projects p
@@ -114,7 +114,7 @@ WITH expired AS (
     SELECT t.id, t.assignment_id
     FROM tasks t
     JOIN assignments a ON a.id = t.assignment_id
-    WHERE t.status = 'claimed' AND t.lease_until < now()
+    WHERE t.status = 'claimed' AND t.lease_until < taskroute_now()
       AND ($2::uuid IS NULL OR a.expert_id = $2)
     ORDER BY t.lease_until
     LIMIT $1
@@ -141,7 +141,7 @@ SELECT id, skill, project_id, status, min_quality FROM released;
 
 -- name: assignment_get
 -- $1 assignment_id.
-SELECT a.*, a.lease_until > now() AS lease_live, p.customer_id,
+SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
        p.pay_cents AS project_pay_cents, p.status AS project_status
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = $1;
@@ -156,11 +156,11 @@ WHERE a.id = $1;
 -- (tasks_open_claim, from the top down to the held priority).
 WITH extended AS (
     UPDATE tasks t
-    SET lease_until = now() + make_interval(secs => p.lease_seconds)
+    SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
     FROM assignments a, projects p
     WHERE a.id = $1 AND a.expert_id = $2 AND a.status = 'active'
       AND t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
-      AND t.lease_until > now()
+      AND t.lease_until > taskroute_now()
       AND p.id = a.project_id AND p.status = 'active'
     RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
 )
@@ -186,12 +186,12 @@ SELECT status, assignment_id, lease_until FROM tasks WHERE id = $1 FOR UPDATE;
 
 -- name: assignment_lock
 -- $1 assignment_id.
-SELECT *, lease_until > now() AS lease_live FROM assignments WHERE id = $1 FOR UPDATE;
+SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = $1 FOR UPDATE;
 
 -- name: assignment_submit
 -- $1 assignment_id, $2 answer, $3 pay_cents. Stores the answer and the receipt.
 UPDATE assignments
-SET status = 'submitted', answer = $2, submitted_at = now(), receipt_id = gen_random_uuid(),
+SET status = 'submitted', answer = $2, submitted_at = taskroute_now(), receipt_id = gen_random_uuid(),
     pay_cents = $3
 WHERE id = $1 AND status = 'active'
 RETURNING receipt_id, submitted_at, pay_cents;

@@ -1,16 +1,16 @@
--- Deadline forecasts and risk alerts (issues 7, 17). Times are the database's now(), or the
+-- Deadline forecasts and risk alerts (issues 7, 17). Times are the database's taskroute_now(), or the
 -- clock a simulator passes.
 
 -- name: forecast_skills
 -- $1 project_id (NULL: every active project with a deadline), $2 presence window seconds,
--- $3 clock (NULL: now()). One row per (project, skill) of the target projects.
+-- $3 clock (NULL: taskroute_now()). One row per (project, skill) of the target projects.
 -- remaining = open/pending slots + in-flight (claimed) slots.
 -- A present expert is an active expert seen (claim, heartbeat) within the presence window or
 -- holding a live lease. Each present expert splits their time equally among every
 -- (project, skill) with work left that they qualify for (skill active, quality >= the
 -- project's min_quality): `experts` / `shares` (parallel arrays) list the row's present
 -- experts and their shares; their pace comes from forecast_cycles.
-WITH clock AS (SELECT coalesce($3::timestamptz, now()) AS now_),
+WITH clock AS (SELECT coalesce($3::timestamptz, taskroute_now()) AS now_),
 target AS (
     SELECT t.project_id, t.skill, p.min_quality, p.deadline,
            count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
@@ -73,13 +73,13 @@ LEFT JOIN capacity c ON c.project_id = tg.project_id AND c.skill = tg.skill
 ORDER BY tg.project_id, tg.skill;
 
 -- name: forecast_cycles
--- $1 skills, $2 history window seconds, $3 idle cap seconds, $4 clock (NULL: now()).
+-- $1 skills, $2 history window seconds, $3 idle cap seconds, $4 clock (NULL: taskroute_now()).
 -- Pace measured from the work itself: for each submission of these skills in the window, the
 -- seconds it cost its expert (`cycle`): from the expert's previous submission (any skill)
 -- when they claimed within `idle cap` of it (the time between tasks is part of working), else
 -- from the claim (they were away: a break is not pace). Newest first, at most 30 per
 -- (expert, skill); `age` in seconds before the clock.
-WITH clock AS (SELECT coalesce($4::timestamptz, now()) AS now_),
+WITH clock AS (SELECT coalesce($4::timestamptz, taskroute_now()) AS now_),
 mine AS (
     SELECT a.expert_id, t.skill, a.claimed_at, a.submitted_at,
            lag(a.submitted_at) OVER (PARTITION BY a.expert_id ORDER BY a.submitted_at) AS prev
@@ -126,9 +126,9 @@ SELECT state FROM project_risk WHERE project_id = $1 FOR UPDATE;
 INSERT INTO project_risk (project_id, state) VALUES ($1, $2)
 ON CONFLICT (project_id) DO UPDATE
 SET state = EXCLUDED.state,
-    evaluated_at = now(),
+    evaluated_at = taskroute_now(),
     changed_at = CASE WHEN project_risk.state = EXCLUDED.state
-                      THEN project_risk.changed_at ELSE now() END;
+                      THEN project_risk.changed_at ELSE taskroute_now() END;
 
 -- name: alert_insert
 -- $1 project_id, $2 kind ('at_risk' | 'recovered'), $3 message, $4 remaining, $5 eta,
@@ -147,4 +147,4 @@ SELECT coalesce(max(seq), 0) FROM project_alerts WHERE project_id = $1;
 
 -- name: db_now
 -- The database's clock, which every forecast uses.
-SELECT now();
+SELECT taskroute_now();

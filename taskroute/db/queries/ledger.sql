@@ -104,7 +104,7 @@ FROM projects WHERE id = $1;
 -- payment line follows in the same transaction), else undecided.
 UPDATE assignments
 SET review_status = CASE WHEN $2::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
-    reviewed_at = CASE WHEN $2::text = 'on_submit' THEN now() END,
+    reviewed_at = CASE WHEN $2::text = 'on_submit' THEN taskroute_now() END,
     reviewed_by = CASE WHEN $2::text = 'on_submit' THEN 'policy' END
 WHERE id = $1;
 
@@ -118,7 +118,7 @@ WITH locked AS (
 ),
 d AS (
     UPDATE assignments a
-    SET review_status = $2::text, reviewed_at = now(), reviewed_by = $3::text,
+    SET review_status = $2::text, reviewed_at = taskroute_now(), reviewed_by = $3::text,
         review_reason = $4::text
     FROM locked l
     WHERE a.id = l.id AND a.review_status = 'submitted'
@@ -140,12 +140,12 @@ WITH locked AS (
     SELECT a.id FROM assignments a JOIN projects p ON p.id = a.project_id
     WHERE a.id = ANY ($1::uuid[]) AND a.review_status = 'rejected'
       AND a.reviewed_by <> 'retraction'
-      AND a.reviewed_at + make_interval(secs => p.override_seconds) > now()
+      AND a.reviewed_at + make_interval(secs => p.override_seconds) > taskroute_now()
     ORDER BY a.id FOR UPDATE OF a
 ),
 d AS (
     UPDATE assignments a
-    SET review_status = 'accepted', reviewed_at = now(), reviewed_by = $2::text,
+    SET review_status = 'accepted', reviewed_at = taskroute_now(), reviewed_by = $2::text,
         review_reason = $3::text
     FROM locked l
     WHERE a.id = l.id AND a.review_status = 'rejected'
@@ -178,7 +178,7 @@ v AS (
 d AS (
     UPDATE assignments a
     SET review_status = CASE WHEN v.agrees OR $4::boolean THEN 'accepted' ELSE 'rejected' END,
-        reviewed_at = now(), reviewed_by = 'quality',
+        reviewed_at = taskroute_now(), reviewed_by = 'quality',
         review_reason = CASE WHEN v.agrees THEN 'agrees with the resolved answer'
                              WHEN $4::boolean THEN 'disagrees with the adjudicated answer;'
                                                    ' paid by the project''s policy'
@@ -197,7 +197,7 @@ ON CONFLICT (assignment_id) DO NOTHING;
 WITH d AS (
     UPDATE assignments a
     SET review_status = CASE WHEN $2::boolean THEN 'accepted' ELSE 'rejected' END,
-        reviewed_at = now(), reviewed_by = 'quality',
+        reviewed_at = taskroute_now(), reviewed_by = 'quality',
         review_reason = CASE WHEN $2::boolean THEN 'correct answer'
                              ELSE 'incorrect answer' END
     FROM projects p
@@ -225,7 +225,7 @@ WITH locked AS (
 ),
 d AS (
     UPDATE assignments a
-    SET review_status = 'accepted', reviewed_at = now(), reviewed_by = 'canceled',
+    SET review_status = 'accepted', reviewed_at = taskroute_now(), reviewed_by = 'canceled',
         review_reason = 'the project was canceled before the item resolved'
     FROM locked l
     WHERE a.id = l.id AND a.review_status = 'submitted'
@@ -250,7 +250,7 @@ WITH due AS (
     JOIN items i ON i.id = a.item_id
     JOIN project_quality q ON q.project_id = a.project_id
     WHERE a.review_status = 'submitted' AND p.payment_policy = 'on_review'
-      AND a.submitted_at + make_interval(secs => p.auto_approve_seconds) <= now()
+      AND a.submitted_at + make_interval(secs => p.auto_approve_seconds) <= taskroute_now()
     ORDER BY a.submitted_at
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -258,7 +258,7 @@ WITH due AS (
 d AS (
     UPDATE assignments a
     SET review_status = CASE WHEN due.ok THEN 'accepted' ELSE 'rejected' END,
-        reviewed_at = now(), reviewed_by = 'auto',
+        reviewed_at = taskroute_now(), reviewed_by = 'auto',
         review_reason = CASE WHEN due.ok THEN 'not reviewed within the auto-approval delay'
                              ELSE 'incorrect answer' END
     FROM due
@@ -278,7 +278,7 @@ SELECT id, project_id, review_status FROM d;
 -- reversal line from payouts_clawback in the same transaction). Without a clawback a payment
 -- already made stands, and so does its acceptance.
 UPDATE assignments
-SET review_status = 'rejected', reviewed_at = now(), reviewed_by = 'retraction',
+SET review_status = 'rejected', reviewed_at = taskroute_now(), reviewed_by = 'retraction',
     review_reason = $2::text
 WHERE id = ANY ($1::uuid[])
   AND (review_status = 'submitted' OR ($3::boolean AND review_status = 'accepted'));

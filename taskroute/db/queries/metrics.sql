@@ -11,5 +11,5 @@ SELECT skill, count(*) AS n FROM tasks WHERE status = 'open' GROUP BY skill ORDE
 
 -- name: metrics_ingest_lag
 -- No parameters. Seconds since the oldest project still ingesting was created (NULL: none).
-SELECT extract(epoch FROM now() - min(created_at))::float8 FROM projects
+SELECT extract(epoch FROM taskroute_now() - min(created_at))::float8 FROM projects
 WHERE status = 'ingesting';

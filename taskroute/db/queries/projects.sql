@@ -62,7 +62,7 @@ WHERE p.id = $1
 -- $1 project_id, $2 customer_id. No new claims: open and pending tasks are canceled; claimed
 -- ones keep their lease and may still be submitted (and are paid).
 WITH p AS (
-    UPDATE projects SET status = 'canceled', canceled_at = now()
+    UPDATE projects SET status = 'canceled', canceled_at = taskroute_now()
     WHERE id = $1 AND customer_id = $2 AND status <> 'canceled'
     RETURNING id
 )

@@ -62,7 +62,7 @@ task AS (
     INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
                        max_retries, status, kind, assignment_id, lease_until)
     SELECT k.item_id, k.project_id, k.skill, k.priority, k.eff_priority, 0, 0, 'claimed', 'gold',
-           gen_random_uuid(), now() + make_interval(secs => p.lease_seconds)
+           gen_random_uuid(), taskroute_now() + make_interval(secs => p.lease_seconds)
     FROM pick k JOIN projects p ON p.id = k.project_id
     RETURNING id AS task_id, item_id, project_id, skill, priority, assignment_id, lease_until
 ),
@@ -77,7 +77,7 @@ exposure AS (
 counted AS (
     UPDATE gold_pool g
     SET exposures = g.exposures + 1,
-        retired_at = CASE WHEN g.exposures + 1 >= q.gold_max_exposures THEN now() END
+        retired_at = CASE WHEN g.exposures + 1 >= q.gold_max_exposures THEN taskroute_now() END
     FROM task k, project_quality q
     WHERE g.item_id = k.item_id AND q.project_id = g.project_id
 )
@@ -116,7 +116,7 @@ RETURNING gold_seen, gold_correct, quality, status, pause_check_from, pause_corr
 
 -- name: expert_skill_pause
 -- $1 expert_id, $2 skill, $3 reason. A status change with reason and time, never a delete.
-UPDATE expert_skills SET status = 'paused', status_reason = $3, status_at = now()
+UPDATE expert_skills SET status = 'paused', status_reason = $3, status_at = taskroute_now()
 WHERE expert_id = $1 AND skill = $2 AND status = 'active'
 RETURNING expert_id;
 
@@ -124,7 +124,7 @@ RETURNING expert_id;
 -- $1 expert_id, $2 skill, $3 reason. The pause rule restarts counting gold answers from here
 -- (the sequential test starts afresh: no evidence either way).
 UPDATE expert_skills
-SET status = 'active', status_reason = $3, status_at = now(), pause_check_from = gold_seen,
+SET status = 'active', status_reason = $3, status_at = taskroute_now(), pause_check_from = gold_seen,
     pause_correct_from = gold_correct, pause_llr = 0
 WHERE expert_id = $1 AND skill = $2
 RETURNING *;
@@ -239,11 +239,11 @@ WHERE item_id = $1 AND kind = 'adjudication' AND status = 'open';
 -- $8 version, $9 confidence (weighted rule; NULL otherwise).
 INSERT INTO item_results (item_id, project_id, status, answer, agreement, answers, method,
                           version, confidence, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, taskroute_now())
 ON CONFLICT (item_id) DO UPDATE
 SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agreement,
     answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
-    confidence = EXCLUDED.confidence, updated_at = now();
+    confidence = EXCLUDED.confidence, updated_at = taskroute_now();
 
 -- fragment: result_feed_lock_key
 -- $1 project_id. The advisory-lock key of the project's change feed (two int4s).
@@ -292,7 +292,7 @@ SET gold_ratio = $2, exploration_tasks = $3, exploration_gold_ratio = $4,
     adjudication_min_quality = $9, pause_min_gold = $10, pause_below = $11, adjudicate = $12,
     pause_rule = $13, trusted_accuracy = $14, pause_risk = $15, suspect_gold_ratio = $16,
     proven_gold_ratio = $17, resolution = $18, answer_choices = $19,
-    confidence_threshold = $20, min_answers = $21, updated_at = now()
+    confidence_threshold = $20, min_answers = $21, updated_at = taskroute_now()
 WHERE project_id = $1
 RETURNING *;
 
@@ -313,7 +313,7 @@ ORDER BY g.skill;
 -- Marks the expert's customer answers retracted (they stay stored); gold answers keep counting
 -- as the evidence they are.
 UPDATE assignments a
-SET retracted_at = now(), retracted_by = $4, retract_reason = $5
+SET retracted_at = taskroute_now(), retracted_by = $4, retract_reason = $5
 FROM tasks t
 WHERE t.id = a.task_id AND t.kind IN ('normal', 'adjudication')
   AND a.expert_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
@@ -342,7 +342,7 @@ SELECT t.id AS task_id, t.item_id, t.project_id, p.customer_id
 FROM tasks t
 JOIN assignments a ON a.id = t.assignment_id
 JOIN projects p ON p.id = t.project_id
-WHERE t.id = $1 AND t.kind = 'adjudication' AND t.status = 'claimed' AND t.lease_until > now()
+WHERE t.id = $1 AND t.kind = 'adjudication' AND t.status = 'claimed' AND t.lease_until > taskroute_now()
   AND a.expert_id = $2 AND a.status = 'active';
 
 -- name: adjudication_prior_answers

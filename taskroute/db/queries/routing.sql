@@ -1,17 +1,17 @@
 -- Routing (issue 6): the periodic job that keeps what the claim orders by up to date
 -- (deadline bumps, fairness boosts, skill scarcity), presence, and their read side.
--- Every job query takes the clock as $1 (NULL: now()) so the routing simulator in
+-- Every job query takes the clock as $1 (NULL: taskroute_now()) so the routing simulator in
 -- bench/routing.py can drive the same SQL on simulated time.
 
 -- name: routing_deadline_bump
--- $1 clock (NULL: now()), $2 forecast window in seconds, $3 unbump slack in (0, 1].
+-- $1 clock (NULL: taskroute_now()), $2 forecast window in seconds, $3 unbump slack in (0, 1].
 -- Forecast per active project with a deadline: remaining tasks / tasks done per second over
 -- the window. Bump when the forecast misses the deadline (or nothing progressed in a whole
 -- window); unbump when remaining work is gone or the forecast finishes within `slack` of the
 -- time left (hysteresis, so a project on the edge does not flap). Each change is recorded in
 -- project_priority_events and rewrites eff_priority of the project's unfinished tasks,
 -- keeping fairness boosts. Lock order: project rows, then their tasks (as project_cancel).
-WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now_),
+WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
 state AS (
     SELECT p.id, p.deadline, p.deadline_bumped, clock.now_,
            (SELECT count(*) FROM tasks t
@@ -65,13 +65,13 @@ SELECT d.id AS project_id, d.kind, d.remaining, d.rate, d.finish, d.deadline
 FROM decided d WHERE d.kind IS NOT NULL;
 
 -- name: routing_fair_boost
--- $1 clock (NULL: now()), $2 window in seconds, $3 class names, $4 their shares (parallel).
+-- $1 clock (NULL: taskroute_now()), $2 window in seconds, $3 class names, $4 their shares (parallel).
 -- Fairness under saturation: in each skill that saw claims in the window, every priority
 -- class with open work is owed `share` of the skill's claims, split evenly among that
 -- class's projects there. A project below its due gets its next best open tasks (by the
 -- usual order) boosted ahead of all unboosted rows, enough to cover the shortfall plus one
 -- claim ahead; boosts not yet claimed count as paid. Bounded writes: only owed rows change.
-WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now_),
+WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
 shares AS (SELECT * FROM unnest($3::text[], $4::float8[]) AS u(cls, share)),
 recent AS (
     SELECT t.skill, a.project_id, count(*)::int AS n
@@ -121,10 +121,10 @@ boosted AS (
 SELECT skill, project_id, count(*)::int AS boosted FROM boosted GROUP BY skill, project_id;
 
 -- name: routing_scarcity_refresh
--- $1 clock (NULL: now()), $2 active window in seconds: experts seen (or created) within it
+-- $1 clock (NULL: taskroute_now()), $2 active window in seconds: experts seen (or created) within it
 -- count as active. Rewrites skill_scarcity: per skill, active qualified experts and open
 -- backlog (one pass over the open-task index); skills with neither disappear.
-WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now_),
+WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
 backlog AS (
     SELECT skill, count(*)::int AS n FROM tasks WHERE status = 'open' GROUP BY skill
 ),
@@ -150,14 +150,14 @@ upserted AS (
 DELETE FROM skill_scarcity s WHERE NOT EXISTS (SELECT 1 FROM measured m WHERE m.skill = s.skill);
 
 -- name: leases_expire_absent
--- $1 clock (NULL: now()). Experts silent (no claim, no heartbeat: last_seen_at) for longer than
+-- $1 clock (NULL: taskroute_now()). Experts silent (no claim, no heartbeat: last_seen_at) for longer than
 -- the project's heartbeat timeout lose their live lease now, however long the lease still
 -- runs: both rows get lease_until in the past, so the leases_release_expired that follows in
 -- the same transaction returns the task to the pool (an attempt, and a wake-up). The timeout
 -- is capped by the lease length: the lease stays the upper bound on one task. The cut is at
--- the earlier of the clock and now(), so the real-time release below sees it expired.
+-- the earlier of the clock and taskroute_now(), so the real-time release below sees it expired.
 -- Task rows first, then assignments (the lock order).
-WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now_),
+WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
 gone AS (
     SELECT t.id, t.assignment_id
     FROM clock, tasks t
@@ -170,7 +170,7 @@ gone AS (
     FOR UPDATE OF t SKIP LOCKED
 ),
 cut AS (
-    UPDATE tasks t SET lease_until = least(clock.now_, now()) - interval '1 microsecond'
+    UPDATE tasks t SET lease_until = least(clock.now_, taskroute_now()) - interval '1 microsecond'
     FROM gone g, clock WHERE t.id = g.id
     RETURNING t.assignment_id, t.lease_until
 )
@@ -180,7 +180,7 @@ RETURNING a.id;
 
 -- name: expert_seen
 -- $1 expert_id. Presence from heartbeats (claims record it in expert_touch).
-UPDATE experts SET last_seen_at = now() WHERE id = $1;
+UPDATE experts SET last_seen_at = taskroute_now() WHERE id = $1;
 
 -- name: routing_project_state
 -- $1 project_id. Routing facts shown on a project.
