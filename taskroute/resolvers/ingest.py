@@ -52,40 +52,55 @@ def encode_chunk(specs: Sequence[TaskSpec]) -> str:
     the very bytes the request was validated with: the same blob key as the synchronous
     path). Compact JSON never contains a raw tab or newline, so the separators are safe.
     """
-    return "\n".join(
-        json.dumps(
-            [
-                s.skill,
-                s.priority,
-                s.external_id,
-                s.gold,
-                list(s.required_capabilities),
-                s.answer_schema,
-            ],
-            separators=(",", ":"),
-        )
-        + "\t"
-        + s.payload_json
-        for s in specs
-    )
+    # Plain tasks (no external id, gold or own schema) of one skill and priority share
+    # their metadata line: encoded once.
+    plain: dict[tuple[str, int, tuple[str, ...]], str] = {}
+    lines = []
+    for s in specs:
+        key = (s.skill, s.priority, s.required_capabilities)
+        is_plain = s.external_id is None and s.gold is None and s.answer_schema is None
+        meta = plain.get(key) if is_plain else None
+        if meta is None:
+            meta = json.dumps(
+                [
+                    s.skill,
+                    s.priority,
+                    s.external_id,
+                    s.gold,
+                    list(s.required_capabilities),
+                    s.answer_schema,
+                ],
+                separators=(",", ":"),
+            )
+            if is_plain:
+                plain[key] = meta
+        lines.append(meta + "\t" + s.payload_json)
+    return "\n".join(lines)
 
 
 def decode_chunk(body: str) -> list[TaskSpec]:
     specs = []
+    # Most tasks of a batch share their metadata (same skill, priority, no external id):
+    # each distinct metadata line is parsed once.
+    metas: dict[str, tuple[Any, ...]] = {}
     for line in body.split("\n"):
-        meta, _, payload_json = line.partition("\t")
-        # chunks stored before issue 13 have no answer schema (the 6th element)
-        skill, priority, external_id, gold, caps, *rest = json.loads(meta)
+        meta_json, _, payload_json = line.partition("\t")
+        meta = metas.get(meta_json)
+        if meta is None:
+            # chunks stored before issue 13 have no answer schema (the 6th element)
+            skill, priority, external_id, gold, caps, *rest = json.loads(meta_json)
+            meta = (skill, priority, external_id, gold, tuple(caps), rest[0] if rest else None)
+            metas[meta_json] = meta
+        skill, priority, external_id, gold, caps, schema = meta
         specs.append(
             TaskSpec(
                 skill=skill,
-                payload=json.loads(payload_json),
-                payload_json=payload_json,
+                payload_json=payload_json,  # validated at accept: kept as text, never parsed
                 priority=priority,
                 external_id=external_id,
                 gold=gold,
-                required_capabilities=tuple(caps),
-                answer_schema=rest[0] if rest else None,
+                required_capabilities=caps,
+                answer_schema=schema,
             )
         )
     return specs

@@ -17,16 +17,13 @@ from taskroute.resolvers import answer_schema
 SKILL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 PRIORITY_RANGE = (-1000, 1000)
 NAME_MAX = 200
-# \u0000 in JSON text, not preceded by an escaped backslash (jsonb cannot store NUL)
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 EXTERNAL_ID_MAX = 200
 
 
 @dataclass(frozen=True)
 class TaskSpec:
     skill: str
-    payload: Any
-    payload_json: str  # canonical JSON, what is stored and hashed
+    payload_json: str  # canonical JSON: the payload as stored, hashed and delivered
     priority: int = 0
     external_id: str | None = None
     gold: Any = None
@@ -100,7 +97,8 @@ def json_value(value: Any, where: str, max_bytes: int) -> str:
         size = len(encoded.encode())
     except UnicodeEncodeError as exc:
         raise BadInput(f"{where} contains invalid Unicode (a lone surrogate)", field=where) from exc
-    if _NUL_ESCAPE.search(encoded):
+    # The substring test first: the regex alone costs ~140 us per 2 KB payload (issue 16).
+    if "\\u0000" in encoded and _NUL_ESCAPE.search(encoded):
         raise BadInput(f"{where} must not contain NUL (\\u0000) characters", field=where)
     if size > max_bytes:
         raise BadInput(f"{where} is larger than {max_bytes} bytes", field=where)
@@ -197,7 +195,6 @@ def task_spec(raw: Any, index: int, max_payload_bytes: int) -> TaskSpec:
         schema = answer_schema.check_schema(schema, f"{where}.answer_schema")
     return TaskSpec(
         skill=skill(raw.get("skill"), f"{where}.skill"),
-        payload=raw["payload"],
         payload_json=payload_json(raw["payload"], f"{where}.payload", max_payload_bytes),
         priority=integer(raw.get("priority", 0), f"{where}.priority", *PRIORITY_RANGE),
         external_id=ext,
