@@ -83,19 +83,19 @@ class ProgressWatch:
     """One `projectProgress` subscription: only the latest counts are kept."""
 
     project_id: str
-    latest: dict[str, int] | None = None
+    latest: dict[str, Any] | None = None
     # what this watcher was last given, so an unchanged recount is not pushed again
-    offered: dict[str, int] | None = None
+    offered: dict[str, Any] | None = None
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def offer(self, counts: dict[str, int]) -> None:
+    def offer(self, counts: dict[str, Any]) -> None:
         if counts == self.offered:
             return
         self.offered = counts
         self.latest = counts
         self.event.set()
 
-    async def next(self) -> dict[str, int]:
+    async def next(self) -> dict[str, Any]:
         while self.latest is None:
             self.event.clear()
             await self.event.wait()
@@ -103,7 +103,17 @@ class ProgressWatch:
         return counts
 
 
-_ZERO = {"total": 0, "open": 0, "claimed": 0, "done": 0, "failed": 0, "canceled": 0}
+# What a projectProgress update carries: the status (issue 13) and the counts.
+_ZERO: dict[str, Any] = {
+    "status": "active",
+    "completed_at": None,
+    "total": 0,
+    "open": 0,
+    "claimed": 0,
+    "done": 0,
+    "failed": 0,
+    "canceled": 0,
+}
 
 
 class Hub:
@@ -318,7 +328,7 @@ class Hub:
             self._dirty.update(hit)
             self._dirty_event.set()
 
-    async def _count(self, project_ids: list[str]) -> dict[str, dict[str, int]]:
+    async def _count(self, project_ids: list[str]) -> dict[str, dict[str, Any]]:
         rows = await self.db.fetch(Q["projects_progress_many"], project_ids)
         counts = {p: dict(_ZERO) for p in project_ids}
         for r in rows:

@@ -61,7 +61,7 @@ def recovered_now(f: Forecast, hysteresis: float) -> bool:
 
 def _message(kind: str, f: Forecast) -> str:
     if kind == "recovered":
-        return "back on track to meet the deadline"
+        return "all work done" if f.remaining == 0 else "back on track to meet the deadline"
     why = "; ".join(f.reasons)
     why = f" ({why})" if why else ""
     if f.eta is None:

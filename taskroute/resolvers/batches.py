@@ -84,10 +84,16 @@ class Added:
     job_id: UUID | None = None
 
 
-async def _lock_project(conn: asyncpg.Connection, project_id: UUID, customer_id: UUID) -> Any:
+async def _lock_project(
+    conn: asyncpg.Connection, project_id: UUID, customer_id: UUID, adding: bool = False
+) -> Any:
     project = await conn.fetchrow(Q["project_get"], project_id, customer_id)
     if project is None:
         raise NotFound("no such project")
+    if adding:
+        # Before the row lock: a submit completing the project holds this lock, then
+        # updates the row (functions/projects.sql).
+        await conn.execute(Q["project_settle_lock"], project_id)
     # FOR SHARE: a concurrent cancel waits for us, then cancels what we insert too.
     if await conn.fetchval(Q["project_lock_share"], project_id) == "canceled":
         raise ProjectCanceled("the project was canceled")
@@ -107,15 +113,21 @@ async def add_tasks(
         v.check_gold(specs, project["answer_schema"])
         refs = await _store_or_unavailable(services, specs)
         async with db.transaction() as conn:
-            project = await _lock_project(conn, project_id, customer_id)
+            project = await _lock_project(conn, project_id, customer_id, adding=True)
             added = await projects.insert_tasks(conn, project_id, specs, "open", refs)
+            # a completed project is active again (issue 13)
+            await projects.settle(conn, [project_id])
+            project = await conn.fetchrow(Q["project_get"], project_id, None)
         return Added(project, accepted=False, added=added)
     async with db.transaction() as conn:
-        project = await _lock_project(conn, project_id, customer_id)
+        project = await _lock_project(conn, project_id, customer_id, adding=True)
         v.check_gold(specs, project["answer_schema"])
         job = await ingest.enqueue(
             conn, project_id, customer_id, "add", specs, services.settings.ingest_chunk_tasks
         )
+        # the queued batch is work left: a completed project is active again
+        await projects.settle(conn, [project_id])
+        project = await conn.fetchrow(Q["project_get"], project_id, None)
     _wake_worker(services)
     return Added(project, accepted=True, job_id=job["id"])
 

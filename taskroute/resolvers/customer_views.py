@@ -15,7 +15,7 @@ from taskroute.errors import BadInput
 from taskroute.resolvers import cursors
 from taskroute.resolvers import validation as v
 
-PROJECT_STATUSES = ("ingesting", "active", "canceled")
+PROJECT_STATUSES = ("ingesting", "active", "completed", "canceled")
 PAGE_MAX = 200
 
 

@@ -28,7 +28,7 @@ from taskroute.config import Settings
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.resolvers.payloads import store_payloads
-from taskroute.resolvers.projects import insert_tasks
+from taskroute.resolvers.projects import insert_tasks, settle
 from taskroute.resolvers.validation import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -235,14 +235,18 @@ class IngestWorker:
         if job_id is None:
             return
         s = self.settings
-        row = await conn.fetchrow(
-            Q["ingest_job_attempt_failed"],
-            job_id,
-            reason,
-            s.ingest_retry_base,
-            s.ingest_retry_max,
-            max_attempts,
-        )
+        async with conn.transaction():
+            row = await conn.fetchrow(
+                Q["ingest_job_attempt_failed"],
+                job_id,
+                reason,
+                s.ingest_retry_base,
+                s.ingest_retry_max,
+                max_attempts,
+            )
+            if row is not None and row["state"] == "failed":
+                # the batch no longer counts as work left: maybe nothing is (issue 13)
+                await settle(conn, [row["project_id"]])
         if row is not None:
             log.warning(
                 "ingest job %s attempt %d failed (%s): %s",

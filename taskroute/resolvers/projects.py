@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -155,6 +156,17 @@ async def cancel_project(db: Database, project_id: UUID, customer_id: UUID) -> a
     assert row is not None
     notify.progress_changed(project_id)
     return row
+
+
+async def settle(
+    conn: asyncpg.Connection, project_ids: Iterable[UUID], probe: bool = False
+) -> None:
+    """Complete or reopen projects in the caller's transaction (functions/projects.sql:
+    taskroute_project_settle). `probe=False` for callers that add work (they took
+    `project_settle_lock` before any project row lock) or run off the hot path."""
+    ids = sorted(set(project_ids))  # the lock order
+    if ids:
+        await conn.execute(Q["projects_settle_call"], ids, probe)
 
 
 async def progress(db: Reader, project_id: UUID) -> dict[str, Any]:

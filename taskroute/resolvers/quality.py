@@ -57,7 +57,7 @@ from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound, Unavailable
 from taskroute.realtime import notify
-from taskroute.resolvers import acceptance, cursors, payloads
+from taskroute.resolvers import acceptance, cursors, payloads, projects
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import canonical_json
 
@@ -186,6 +186,8 @@ async def retract(
             await conn.execute(Q["result_feed_lock"], project_id)
         for item_id in items:
             await resolve_item(conn, item_id, refill=True)
+        # relabelling reopens a completed project; a canceled adjudication may complete one
+        await projects.settle(conn, [r["project_id"] for r in rows])
         # issue 20: retracted answers are rejected (accepted ones only with a clawback)
         await acceptance.retracted(conn, [r["id"] for r in rows], reason, clawback)
         reversals = []

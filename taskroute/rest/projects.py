@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -44,12 +46,17 @@ async def get_project(request: Request) -> Response:
             "project_id": str(row["id"]),
             "name": row["name"],
             "status": row["status"],
-            "deadline": row["deadline"].isoformat() if row["deadline"] else None,
-            "progress": progress,
+            "completed_at": _iso(row["completed_at"]),
+            "deadline": _iso(row["deadline"]),
+            "progress": {k: v for k, v in progress.items() if k not in ("status", "completed_at")},
             "ingest": ingest_state,
             "answer_schema": row["answer_schema"],
         }
     )
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t else None
 
 
 routes = [

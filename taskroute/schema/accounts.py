@@ -118,6 +118,7 @@ class Expert:
 class ProjectsSummary:
     projects: int
     active: int
+    completed: int
     canceled: int
     tasks: int
     done: int

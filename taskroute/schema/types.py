@@ -116,6 +116,13 @@ class Receipt:
 
 @strawberry.type
 class Progress:
+    status: str = strawberry.field(
+        description="the project's status in the same snapshot as the counts: 'ingesting' | "
+        "'active' | 'completed' (all work resolved) | 'canceled'"
+    )
+    completed_at: datetime | None = strawberry.field(
+        description="when the project last became completed; null otherwise"
+    )
     total: int
     open: int
     claimed: int
@@ -128,7 +135,14 @@ class Progress:
 class Project:
     id: strawberry.ID
     name: str
-    status: str
+    status: str = strawberry.field(
+        description="'ingesting' (a large batch is being stored) | 'active' | 'completed' (every "
+        "task slot is done or failed and no batch is queued; active again when work is added "
+        "or labels are retracted) | 'canceled'"
+    )
+    completed_at: datetime | None = strawberry.field(
+        description="when the project last became completed; null while it is not"
+    )
     priority: int
     deadline: datetime | None
     lease_seconds: int
@@ -153,6 +167,7 @@ class Project:
             id=strawberry.ID(str(row["id"])),
             name=row["name"],
             status=row["status"],
+            completed_at=row["completed_at"],
             priority=row["priority"],
             deadline=row["deadline"],
             lease_seconds=row["lease_seconds"],

@@ -4,7 +4,7 @@
 -- (taskroute/db/queries.py), so EXPLAIN tests and the functions run the very same SQL.
 -- migrate.py installs this file whenever it changes.
 -- Lock order everywhere: the expert row (claims), then a task row, then its assignment, then
--- the item, then the project's change-feed lock.
+-- the item, then the project's change-feed lock, then its settle lock (functions/projects.sql).
 -- Every function reports its outcome in an `outcome` column instead of raising, so the caller
 -- maps outcomes to the API's errors in one place (taskroute/resolvers/claims.py).
 
@@ -61,6 +61,10 @@ BEGIN
             v_released := v_released || jsonb_build_object(
                 'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
                 'min_quality', v_row.min_quality);
+            -- a slot out of retries may have been its project's last work (issue 13)
+            IF v_row.status = 'failed' THEN
+                PERFORM taskroute_project_settle(v_row.project_id, true);
+            END IF;
         END LOOP;
         released := v_released;
         {{ gold_claim(p_expert, p_skills, p_project, p_gold_draw) }} INTO v_claim;
@@ -121,7 +125,8 @@ $fn$;
 -- transaction: the task is done, the payout line written under the on_submit policy (one per
 -- assignment, ever; under on_acceptance / on_review the acceptance writes it later), the
 -- onboarding count moves, and then either the gold answer is scored (and the expert maybe
--- paused) or the item's result is recomputed (agreement, adjudication, change feed).
+-- paused) or the item's result is recomputed (agreement, adjudication, change feed) and the
+-- project completed if that was its last work (functions/projects.sql).
 -- outcome: 'stored' | 'already' (a repeated submit: the first receipt) | 'not_found'
 --          | 'expired' (the lease ended or was taken over).
 -- opened: tasks this submit opened ([{skill, project_id, min_quality}]) for wake-up hints.
@@ -188,6 +193,8 @@ BEGIN
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);
+        -- The last slot done (and no adjudication or refill opened): completed (issue 13).
+        PERFORM taskroute_project_settle(v_ctx.project_id, true);
     END IF;
     outcome := 'stored';
     receipt_id := v_stored.receipt_id;

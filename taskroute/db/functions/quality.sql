@@ -172,7 +172,8 @@ BEGIN
     PERFORM 1 FROM ({{ item_lock(p_item) }}) l;
     {{ item_lock_state(p_item) }} INTO st;
     v_weighted := st.resolution = 'weighted';
-    v_live := st.project_status = 'active';
+    -- a completed project takes work again (a retraction's refill reopens it, issue 13)
+    v_live := st.project_status IN ('active', 'completed');
 
     SELECT count(*) FILTER (WHERE v.kind = 'normal'),
            (array_agg(v.answer ORDER BY v.submitted_at DESC, v.id DESC)

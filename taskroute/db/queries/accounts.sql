@@ -88,6 +88,8 @@ SELECT * FROM customers WHERE id = $1;
 SELECT
     (SELECT count(*) FROM projects WHERE customer_id = $1)::int AS projects,
     (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'active')::int AS active,
+    (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'completed')::int
+        AS completed,
     (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'canceled')::int
         AS canceled,
     count(t.id) FILTER (WHERE t.kind <> 'gold')::int AS tasks,

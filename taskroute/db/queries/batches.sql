@@ -72,7 +72,7 @@ SET attempts = attempts + 1,
                                                           $3::float8 * 2 ^ least(attempts, 30))),
     updated_at = taskroute_now()
 WHERE id = $1 AND state IN ('queued', 'running', 'retrying')
-RETURNING state, attempts, next_attempt_at;
+RETURNING state, attempts, next_attempt_at, project_id;
 
 -- name: ingest_job_cancel
 -- $1 job_id. The project was canceled: the rest of the batch is dropped. Chunks another

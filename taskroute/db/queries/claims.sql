@@ -161,7 +161,8 @@ WITH extended AS (
     WHERE a.id = $1 AND a.expert_id = $2 AND a.status = 'active'
       AND t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
       AND t.lease_until > taskroute_now()
-      AND p.id = a.project_id AND p.status = 'active'
+      -- completed: a gold serving may outlive the project's last real slot (issue 13)
+      AND p.id = a.project_id AND p.status IN ('active', 'completed')
     RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
 )
 UPDATE assignments a SET lease_until = e.lease_until

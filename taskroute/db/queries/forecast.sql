@@ -2,7 +2,8 @@
 -- clock a simulator passes.
 
 -- name: forecast_skills
--- $1 project_id (NULL: every active project with a deadline), $2 presence window seconds,
+-- $1 project_id (NULL: every active project with a deadline, and the completed ones still
+-- at risk), $2 presence window seconds,
 -- $3 clock (NULL: taskroute_now()). One row per (project, skill) of the target projects.
 -- remaining = open/pending slots + in-flight (claimed) slots.
 -- A present expert is an active expert seen (claim, heartbeat) within the presence window or
@@ -19,7 +20,12 @@ target AS (
            count(*) AS total
     FROM projects p
     JOIN tasks t ON t.project_id = p.id
-    WHERE ($1::uuid IS NULL AND p.status = 'active' AND p.deadline IS NOT NULL)
+    WHERE ($1::uuid IS NULL AND p.deadline IS NOT NULL
+           -- a project completed while at risk is judged once more: it recovered (issue 13)
+           AND (p.status = 'active'
+                OR p.status = 'completed'
+                   AND p.id IN (SELECT r.project_id FROM project_risk r
+                                WHERE r.state = 'at_risk')))
        OR p.id = $1
     GROUP BY t.project_id, t.skill, p.min_quality, p.deadline
 ),

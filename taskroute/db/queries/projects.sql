@@ -70,11 +70,114 @@ UPDATE tasks t SET status = 'canceled'
 FROM p WHERE t.project_id = p.id AND t.status IN ('open', 'pending');
 
 -- name: project_progress
--- $1 project_id. Counts of tasks by state (gold servings are not customer work).
-SELECT count(*) AS total,
-       count(*) FILTER (WHERE status IN ('open', 'pending')) AS open,
-       count(*) FILTER (WHERE status = 'claimed') AS claimed,
-       count(*) FILTER (WHERE status = 'done') AS done,
-       count(*) FILTER (WHERE status = 'failed') AS failed,
-       count(*) FILTER (WHERE status = 'canceled') AS canceled
-FROM tasks WHERE project_id = $1 AND kind <> 'gold';
+-- $1 project_id. Counts of tasks by state (gold servings are not customer work), and the
+-- project's status in the same snapshot (issue 13: 'completed' with its time).
+SELECT p.status, p.completed_at, c.*
+FROM projects p
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
+           count(*) FILTER (WHERE t.status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE t.status = 'done') AS done,
+           count(*) FILTER (WHERE t.status = 'failed') AS failed,
+           count(*) FILTER (WHERE t.status = 'canceled') AS canceled
+    FROM tasks t WHERE t.project_id = p.id AND t.kind <> 'gold'
+) c
+WHERE p.id = $1;
+
+-- Completion (issue 13): a project is 'completed' while it has customer work (slots that are
+-- not gold servings) and none of it is left: no slot pending, open or claimed, no background
+-- ingest queued. functions/projects.sql: taskroute_project_settle moves the status, in the
+-- transaction that ends the last slot or adds work.
+
+-- fragment: project_settle_lock_key
+-- $1 project_id. The advisory-lock key that orders completion against new work (two int4s).
+2052915213, hashtext($1::uuid::text)
+
+-- fragment: project_work_left
+-- $1 project_id. A predicate: work remains (tasks_project_status probes, then the few
+-- ingest jobs of the project).
+(EXISTS (SELECT 1 FROM tasks t
+         WHERE t.project_id = $1 AND t.status IN ('pending', 'open', 'claimed')
+           AND t.kind <> 'gold')
+ OR EXISTS (SELECT 1 FROM ingest_jobs j
+            WHERE j.project_id = $1 AND j.state IN ('queued', 'running', 'retrying')))
+
+-- name: project_settle_lock
+-- $1 project_id. Taken first by transactions that add work (before project_lock_share:
+-- a completing submit holds this lock and then updates the project row).
+SELECT pg_advisory_xact_lock({{ project_settle_lock_key($1) }});
+
+-- name: project_settle
+-- $1 project_id. Run holding the settle lock, as a statement of its own: its snapshot is
+-- taken after the lock was granted, so it sees every transaction that held the lock before.
+-- Completed when there is work and none is left, else active (ingesting and canceled
+-- projects stay as they are). Returns the new status when it changed.
+UPDATE projects p
+SET status = s.status,
+    completed_at = CASE WHEN s.status = 'completed' THEN taskroute_now() END
+FROM (
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.project_id = $1 AND t.kind <> 'gold')
+                     AND NOT {{ project_work_left($1) }}
+                THEN 'completed' ELSE 'active' END AS status
+) s
+WHERE p.id = $1 AND p.status IN ('active', 'completed') AND p.status <> s.status
+RETURNING p.status
+
+-- name: project_work_probe_claimed
+-- $1 project_id. One claimed slot of the project that no other transaction is changing,
+-- locked FOR SHARE to commit (see taskroute_project_settle). Claimed first: claims skip
+-- locked rows, and an open slot locked here would be hidden from them for a moment.
+SELECT t.id FROM tasks t
+WHERE t.project_id = $1 AND t.status = 'claimed' AND t.kind <> 'gold'
+LIMIT 1
+FOR SHARE SKIP LOCKED
+
+-- name: project_work_probe_open
+-- $1 project_id. The same for open and pending slots.
+SELECT t.id FROM tasks t
+WHERE t.project_id = $1 AND t.status IN ('open', 'pending') AND t.kind <> 'gold'
+LIMIT 1
+FOR SHARE SKIP LOCKED
+
+-- name: projects_settle_call
+-- $1 project ids, sorted (the lock order), $2 probe first (bool). taskroute_project_settle
+-- for each, in the array's order.
+SELECT taskroute_project_settle(u.p, $2) FROM unnest($1::uuid[]) WITH ORDINALITY AS u(p, n)
+ORDER BY u.n;
+
+-- Burn-down (issue 13): the project's remaining work over time, rebuilt from each slot's
+-- created_at (+1) and finished_at (-1, migration 0013), gold servings left out.
+
+-- name: project_history_span
+-- $1 project_id. From the project's creation to when it completed (or now), and now.
+SELECT created_at AS since, coalesce(completed_at, taskroute_now()) AS until, taskroute_now() AS now
+FROM projects WHERE id = $1;
+
+-- name: project_remaining_history
+-- $1 project_id, $2 bucket seconds, $3 first bucket, $4 last bucket (bucket b covers
+-- [b * $2, (b + 1) * $2) seconds after the epoch). Per bucket the slots added and finished in
+-- it and the remaining work at its end. Two probes of the project's tasks, whatever the range.
+WITH ev AS (
+    SELECT floor(extract(epoch FROM t.created_at) / $2)::bigint AS b, 1 AS added, 0 AS finished
+    FROM tasks t WHERE t.project_id = $1 AND t.kind <> 'gold'
+    UNION ALL
+    SELECT floor(extract(epoch FROM t.finished_at) / $2)::bigint, 0, 1
+    FROM tasks t
+    WHERE t.project_id = $1 AND t.kind <> 'gold' AND t.finished_at IS NOT NULL
+),
+per AS (
+    SELECT b, sum(added)::int AS added, sum(finished)::int AS finished FROM ev GROUP BY b
+),
+before AS (
+    SELECT coalesce(sum(added - finished), 0)::int AS n FROM per WHERE b < $3::bigint
+)
+SELECT g.b AS bucket,
+       coalesce(per.added, 0) AS added,
+       coalesce(per.finished, 0) AS finished,
+       (before.n + sum(coalesce(per.added, 0) - coalesce(per.finished, 0))
+                   OVER (ORDER BY g.b))::int AS remaining
+FROM generate_series($3::bigint, $4::bigint) AS g(b)
+CROSS JOIN before
+LEFT JOIN per ON per.b = g.b
+ORDER BY g.b;

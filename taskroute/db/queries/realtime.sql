@@ -31,14 +31,18 @@ LEFT JOIN LATERAL (
 ORDER BY s.skill;
 
 -- name: projects_progress_many
--- $1 project ids. Counts of tasks by state per project (projects without tasks: no row).
-SELECT project_id,
-       count(*) AS total,
-       count(*) FILTER (WHERE status IN ('open', 'pending')) AS open,
-       count(*) FILTER (WHERE status = 'claimed') AS claimed,
-       count(*) FILTER (WHERE status = 'done') AS done,
-       count(*) FILTER (WHERE status = 'failed') AS failed,
-       count(*) FILTER (WHERE status = 'canceled') AS canceled
-FROM tasks WHERE project_id = ANY ($1::uuid[])
-GROUP BY project_id;
+-- $1 project ids. Per project its status (issue 13: 'completed' with its time) and counts of
+-- tasks by state (gold servings are not customer work), as project_progress.
+SELECT p.id AS project_id, p.status, p.completed_at, c.*
+FROM projects p
+CROSS JOIN LATERAL (
+    SELECT count(*) AS total,
+           count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
+           count(*) FILTER (WHERE t.status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE t.status = 'done') AS done,
+           count(*) FILTER (WHERE t.status = 'failed') AS failed,
+           count(*) FILTER (WHERE t.status = 'canceled') AS canceled
+    FROM tasks t WHERE t.project_id = p.id AND t.kind <> 'gold'
+) c
+WHERE p.id = ANY ($1::uuid[]);
 
