@@ -37,6 +37,7 @@ from taskroute.resolvers.acceptance import run_auto_approver
 from taskroute.resolvers.alerts import run_alerts
 from taskroute.resolvers.routing import RoutingPolicy, run_routing
 from taskroute.resolvers.sweeper import run_sweeper
+from taskroute.resolvers.task_counts import run_compactor
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
@@ -164,6 +165,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # on_review work past its auto-approval delay (issue 20), beside the sweeper
         auto_approver = asyncio.create_task(run_auto_approver(jobs_db, settings.sweep_interval))
         deadline_alerts = asyncio.create_task(run_alerts(jobs_db, settings))
+        counts = asyncio.create_task(run_compactor(jobs_db, settings.counts_interval))
         routing = asyncio.create_task(
             run_routing(jobs_db, routing_policy, settings.routing_interval)
         )
@@ -172,7 +174,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             yield {"services": services}
         finally:
             await batch_runtime.stop()
-            for job in (sweeper, auto_approver, deadline_alerts, routing):
+            for job in (sweeper, auto_approver, deadline_alerts, counts, routing):
                 job.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await job

@@ -81,6 +81,9 @@ class Settings:
     # changed (time alone moves an ETA); a change re-evaluates at once. One evaluation per
     # project per change or interval, shared by all of its subscribers.
     forecast_poll: float = 2.0
+    # Seconds between foldings of the task-count deltas into the counts forecasts read
+    # (exact either way; folding keeps the deltas a forecast sums few).
+    counts_interval: float = 1.0
     # Subscriptions one WebSocket, and one credential (across sockets), may hold per process.
     ws_max_subscriptions_per_socket: int = 20
     ws_max_subscriptions_per_credential: int = 200
@@ -163,6 +166,7 @@ class Settings:
             forecast_interval=_float("TASKROUTE_FORECAST_INTERVAL", 30.0),
             forecast_hysteresis=_float("TASKROUTE_FORECAST_HYSTERESIS", 0.1),
             forecast_poll=_float("TASKROUTE_FORECAST_POLL", 2.0),
+            counts_interval=_float("TASKROUTE_COUNTS_INTERVAL", 1.0),
             ws_max_subscriptions_per_socket=_int("TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET", 20),
             ws_max_subscriptions_per_credential=_int(
                 "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL", 200

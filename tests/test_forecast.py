@@ -16,6 +16,8 @@ from .forecast_helpers import add_history, db_now, forecast, history_project, se
 from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
 
 TOL_H = 0.02  # hours of slack for the test's own running time
+# Two experts with 10-minute cycles: the tail adds (2/3 - 1/2) x 10 minutes.
+TAIL_2_H = (2 / 3 - 1 / 2) * 10 / 60
 
 
 async def _two_steady_experts(api: Api, db: asyncpg.Connection, customer: str) -> list[str]:
@@ -48,13 +50,15 @@ async def test_steady_throughput(api: Api, db: asyncpg.Connection) -> None:
     assert s["expertEquivalents"] == pytest.approx(2.0)
     assert s["tasksPerExpertHour"] == pytest.approx(6.0)
     assert f["throughputPerHour"] == pytest.approx(12.0)
-    # 24 tasks at 12/hour: two hours from the evaluation time
+    # 24 tasks at 12/hour: two hours from the evaluation time, plus the tail: the last two
+    # tasks end at the longer of two residual 10-minute cycles (2/3 of one), not the mean
+    # (1/2): 100 seconds more.
     eta_h = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
-    assert eta_h == pytest.approx(2.0, abs=1e-6)
+    assert eta_h == pytest.approx(2.0 + TAIL_2_H, abs=1e-6)
     # Every cycle was exactly 10 minutes: no measured spread, so the range is the ETA itself.
     early_h = (_t(f["etaEarly"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
     late_h = (_t(f["etaLate"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
-    assert early_h == pytest.approx(2.0, abs=1e-6) and late_h == pytest.approx(2.0, abs=1e-6)
+    assert early_h == pytest.approx(eta_h, abs=1e-6) and late_h == pytest.approx(eta_h, abs=1e-6)
     assert f["onTrack"] is True and s["onTrack"] is True
     assert s["extraExpertsNeeded"] == 0
     assert s["reason"] is None and f["reasons"] == []
@@ -153,7 +157,7 @@ async def test_shared_experts_across_two_projects(api: Api, db: asyncpg.Connecti
         assert s["expertEquivalents"] == pytest.approx(1.0)  # each expert: half per project
         assert f["throughputPerHour"] == pytest.approx(6.0)
         eta_h = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds() / 3600
-        assert eta_h == pytest.approx(4.0, abs=1e-6)
+        assert eta_h == pytest.approx(4.0 + TAIL_2_H, abs=1e-6)
     assert f1["onTrack"] is False and f2["onTrack"] is False
     # p1: 24 in 3h at 6/h needs 1.33 experts, has 1 -> 1 more; p2: 24 in 65 min needs
     # 3.7 -> 3 more.

@@ -1,21 +1,30 @@
 """Deadline forecasts: remaining work against the pace measured from the work itself.
 
-The facts come from two SQL queries (`forecast_skills`, `forecast_cycles`); this module turns
-them into ETAs. Per (project, skill):
+The facts are maintained as the work happens (migration 0015), so a forecast reads a few rows
+whatever the history: `forecast_counts` (task counts per project and skill) and
+`forecast_experts` (the present experts, their skills, and their newest submissions). Per
+(project, skill):
 - remaining = open slots + in-flight (claimed) slots; the ETA counts an in-flight slot as half
   done (on average it is);
 - cycle of one submission = the seconds it cost its expert (from their previous submission when
-  they went straight on, else from the claim: breaks are not pace); see `forecast_cycles`;
-- an expert's pace in a skill = 1 / their recency-weighted mean cycle (weights halve every
-  HALF_LIFE submissions, so a change of pace shows within a few tasks), shrunk towards the
-  skill's typical cycle by PRIOR_WEIGHT pseudo-submissions; a present expert with no history
-  in the skill gets the skill's typical cycle (median over its experts), and a skill with no
-  history the median over the other skills (the prior for new experts and new skills);
+  they went straight on, else from the claim: breaks are not pace);
+- an expert's pace in a skill = 1 / their mean cycle since their last change of pace: the
+  newest cycles are tested against the older ones (log scale, pooled t statistic, the best
+  split); only a split beyond CHANGE_T restarts the measure, so a steady expert's pace uses
+  all their history (as precise as it gets) and a changed one forgets the old pace within a
+  few tasks. The mean is shrunk towards the skill's typical cycle (median over its experts)
+  by PRIOR_WEIGHT pseudo-submissions; a present expert with no history in the skill gets the
+  typical cycle, and a skill with no history the median over the other skills;
+- present = active and seen within the presence window or holding a live lease, and not idle
+  (no live lease, nothing done) for more than IDLE_CYCLES of their own cycles: someone who
+  logged off stops counting within minutes, not at the end of the presence window;
 - throughput = sum over present qualified experts of share x pace, where an expert shared by
   n (project, skill) demands gives each 1/n of their time;
-- eta = now + remaining / throughput (None when work remains and nobody present holds the
-  skill, or nothing at all was measured yet: `reason` says which);
-- range: the relative spread of the ETA combines the uncertainty of the measured mean (the
+- eta = now + remaining / throughput + the tail (when the queue runs dry, n busy experts
+  finish their last tasks at the longest of their residual times, not the mean: see `_tail`)
+  (None when work remains and nobody present holds the skill, or nothing at all was measured
+  yet: `reason` says which);
+- range: the relative spread of the ETA combines the uncertainty of the measured means (the
   cycles' coefficient of variation / sqrt(samples)) and the luck of the remaining tasks
   (cv / sqrt(remaining)); early/late are the 90% band, throughput x (1 +/- 1.645 x spread);
 - extra_experts: experts at the skill's typical pace to add so the ETA meets the deadline.
@@ -27,6 +36,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,12 +47,20 @@ import asyncpg
 from taskroute.config import Settings
 from taskroute.db.queries import Q
 
-# Submissions after which a sample's weight has halved: recent work counts more.
-HALF_LIFE = 3.0
+# A pooled t statistic (log cycles, newest vs older) beyond this is a change of pace. High
+# enough that the best of ~40 splits of a steady expert rarely passes it; a doubling of the
+# cycle passes it after about four tasks.
+CHANGE_T = 4.0
+# Fewest cycles on either side of a change of pace.
+MIN_SEGMENT = 3
 # Pseudo-submissions of the skill's typical cycle mixed into every expert's own estimate.
 PRIOR_WEIGHT = 1.0
+# An expert without a live lease, idle for this many of their own cycles, has left.
+IDLE_CYCLES = 4.0
 # Fewer samples than this behind a pace and the forecast is not evidence enough to alert.
 MIN_SAMPLES = 3
+# The coefficient of variation assumed for a pace measured from one cycle.
+SINGLE_CV = 0.5
 # z of a two-sided 90% band, and the widest relative spread shown.
 Z90 = 1.645
 MAX_SPREAD = 0.9
@@ -115,34 +133,74 @@ class Forecast:
 
 @dataclass(frozen=True)
 class Pace:
-    """Recency-weighted cycle statistics of one expert in one skill."""
+    """Cycle statistics of one expert in one skill since their last change of pace."""
 
     mean: float  # seconds per task
-    cv: float  # coefficient of variation of the cycles
-    weight: float  # effective number of samples
-    n: int
+    cv: float  # coefficient of variation of the cycles used
+    weight: float  # cycles used
+    n: int  # cycles measured
 
 
-def _pace(cycles: list[float]) -> Pace:
+def _since_change(cycles: Sequence[float]) -> int:
+    """How many of the newest cycles (newest first) follow the latest change of pace."""
+    n = len(cycles)
+    if n < 2 * MIN_SEGMENT:
+        return n
+    logs = [math.log(c) for c in cycles]
+    sums = [0.0]
+    squares = [0.0]
+    for y in logs:
+        sums.append(sums[-1] + y)
+        squares.append(squares[-1] + y * y)
+    best_t, best_k = 0.0, n
+    for k in range(MIN_SEGMENT, n - MIN_SEGMENT + 1):
+        m1 = sums[k] / k
+        m2 = (sums[n] - sums[k]) / (n - k)
+        within = (squares[k] - k * m1 * m1) + (squares[n] - squares[k] - (n - k) * m2 * m2)
+        var = within / (n - 2)
+        if var <= 1e-12:
+            continue  # identical cycles on both sides: nothing to test
+        t = abs(m1 - m2) / math.sqrt(var * (1 / k + 1 / (n - k)))
+        if t > best_t:
+            best_t, best_k = t, k
+    return best_k if best_t > CHANGE_T else n
+
+
+def _pace(cycles: Sequence[float]) -> Pace:
     """`cycles` newest first."""
-    ws = [0.5 ** (i / HALF_LIFE) for i in range(len(cycles))]
-    total = sum(ws)
-    mean = sum(w * c for w, c in zip(ws, cycles, strict=True)) / total
-    var = sum(w * (c - mean) ** 2 for w, c in zip(ws, cycles, strict=True)) / total
-    # Kish's effective sample size of the weights
-    n_eff = total * total / sum(w * w for w in ws)
-    cv = math.sqrt(var) / mean if len(cycles) > 1 else 0.5
-    return Pace(mean=mean, cv=cv, weight=n_eff, n=len(cycles))
+    used = cycles[: _since_change(cycles)]
+    mean = statistics.fmean(used)
+    cv = statistics.pstdev(used) / mean if len(used) > 1 else SINGLE_CV
+    return Pace(mean=mean, cv=cv, weight=float(len(used)), n=len(cycles))
+
+
+def cycles_by_skill(
+    row: asyncpg.Record | dict[str, Any], now: datetime, window: float, idle_cap: float
+) -> dict[str, list[float]]:
+    """One expert's cycles per skill (newest first) from their kept submissions, within the
+    history window. A cycle runs from their previous submission (any skill) when they claimed
+    within `idle_cap` of it, else from the claim."""
+    skills, claimed, submitted = row["p_skills"], row["p_claimed"], row["p_submitted"]
+    found: dict[str, list[float]] = defaultdict(list)
+    oldest = now - timedelta(seconds=window)
+    for i, at in enumerate(submitted):
+        if at > now:
+            continue
+        if at <= oldest:
+            break
+        start = claimed[i]
+        prev = submitted[i + 1] if i + 1 < len(submitted) else None
+        if prev is not None and prev <= start and (start - prev).total_seconds() <= idle_cap:
+            start = prev
+        found[skills[i]].append(max((at - start).total_seconds(), 0.001))
+    return found
 
 
 class PaceBook:
     """Every measured pace of the skills asked about, and the priors for the unmeasured."""
 
-    def __init__(self, rows: list[asyncpg.Record]) -> None:
-        cycles: dict[tuple[UUID, str], list[float]] = defaultdict(list)
-        for r in rows:  # newest first per (expert, skill)
-            cycles[(r["expert_id"], r["skill"])].append(r["cycle"])
-        self.own = {k: _pace(v) for k, v in cycles.items()}
+    def __init__(self, measured: Iterable[tuple[UUID, str, list[float]]]) -> None:
+        self.own = {(expert, skill): _pace(cycles) for expert, skill, cycles in measured}
         per_skill: dict[str, list[Pace]] = defaultdict(list)
         for (_, skill), p in self.own.items():
             per_skill[skill].append(p)
@@ -161,11 +219,52 @@ class PaceBook:
         if own is None:
             if prior is None:
                 return None
-            return prior, self.typical_cv.get(skill, 0.5), PRIOR_WEIGHT
+            return prior, self.typical_cv.get(skill, SINGLE_CV), PRIOR_WEIGHT
         if prior is None:
             return own.mean, own.cv, own.weight
         mean = (own.weight * own.mean + PRIOR_WEIGHT * prior) / (own.weight + PRIOR_WEIGHT)
         return mean, own.cv, own.weight + PRIOR_WEIGHT
+
+
+@dataclass(frozen=True)
+class Present:
+    """A present expert: their skills (with quality) and how many demands share their time."""
+
+    expert_id: UUID
+    quality: dict[str, float]
+    demands: int
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Who works on one (skill, quality bar): [(expert, share)]."""
+
+    experts: list[tuple[UUID, float]]
+
+
+def _present(
+    rows: list[asyncpg.Record], cycles: dict[UUID, dict[str, list[float]]], now: datetime
+) -> list[Present]:
+    """The experts still at work: a live lease, or idle for fewer than IDLE_CYCLES cycles."""
+    found = []
+    for r in rows:
+        if not r["working"]:
+            mine = [c for cs in cycles.get(r["expert_id"], {}).values() for c in cs]
+            if mine:
+                newest = r["p_submitted"][0] if r["p_submitted"] else None
+                active = max(t for t in (r["last_seen_at"], newest) if t is not None)
+                idle = (now - active).total_seconds()
+                if idle > IDLE_CYCLES * statistics.median(mine):
+                    continue
+        quality = dict(zip(r["skills"], r["qualities"], strict=True))
+        found.append(Present(r["expert_id"], quality, max(1, r["demands"])))
+    return found
+
+
+def _capacity(present: list[Present], skill: str, bar: float) -> Capacity:
+    return Capacity(
+        [(p.expert_id, 1.0 / p.demands) for p in present if p.quality.get(skill, -1.0) >= bar]
+    )
 
 
 def _on_track(remaining: int, eta: datetime | None, deadline: datetime | None) -> bool:
@@ -174,8 +273,19 @@ def _on_track(remaining: int, eta: datetime | None, deadline: datetime | None) -
     return eta is not None and eta <= deadline
 
 
-def _skill(row: asyncpg.Record, book: PaceBook) -> SkillForecast:
-    now: datetime = row["evaluated_at"]
+def _tail(rate: float, equiv: float, experts: int) -> float:
+    """Seconds the last tasks add to remaining / rate. When the queue runs dry every one of
+    the n experts holds a task with a residual time spread over about one cycle; the work
+    ends with the longest (expected n/(n+1) of a cycle), not their mean (half a cycle)."""
+    if experts < 2 or equiv <= 0:
+        return 0.0
+    cycle = equiv / rate  # seconds per task of one full-time expert here
+    return cycle * (experts / (experts + 1) - 0.5)
+
+
+def _skill(
+    row: asyncpg.Record, now: datetime, capacity: Capacity, active: int, book: PaceBook
+) -> SkillForecast:
     deadline: datetime | None = row["deadline"]
     remaining: int = row["remaining"]
     skill: str = row["skill"]
@@ -184,7 +294,7 @@ def _skill(row: asyncpg.Record, book: PaceBook) -> SkillForecast:
     throughput = 0.0  # tasks per second
     var = 0.0  # variance of the throughput estimate
     weighted_cv = 0.0
-    for expert, share in zip(row["experts"], row["shares"], strict=True):
+    for expert, share in capacity.experts:
         pace = book.expert(expert, skill)
         if pace is None:
             continue
@@ -193,14 +303,14 @@ def _skill(row: asyncpg.Record, book: PaceBook) -> SkillForecast:
         throughput += rate
         var += (rate * cv) ** 2 / weight
         weighted_cv += rate * cv
-    equiv: float = row["expert_equiv"]
+    equiv = sum(share for _, share in capacity.experts)
 
     def at(rate: float) -> datetime | None:
         if remaining == 0:
             return now
         if rate <= 0:
             return None
-        return now + timedelta(seconds=left / rate)
+        return now + timedelta(seconds=left / rate + _tail(rate, equiv, len(capacity.experts)))
 
     spread = MAX_SPREAD
     if throughput > 0:
@@ -220,7 +330,7 @@ def _skill(row: asyncpg.Record, book: PaceBook) -> SkillForecast:
             extra = max(0, math.ceil((needed - throughput) * typical - 1e-9))
     on_track = _on_track(remaining, eta, deadline)
     reason: str | None = None
-    if remaining > 0 and row["active_experts"] == 0:
+    if remaining > 0 and active == 0:
         reason = f"no present expert holds `{skill}`"
         if extra:
             reason += f"; {extra} more experts needed"
@@ -238,7 +348,7 @@ def _skill(row: asyncpg.Record, book: PaceBook) -> SkillForecast:
         open=row["open"],
         in_flight=row["in_flight"],
         remaining=remaining,
-        active_experts=row["active_experts"],
+        active_experts=active,
         expert_equiv=equiv,
         pace_per_expert=throughput * 3600 / equiv if equiv > 0 else 0.0,
         throughput=throughput * 3600,
@@ -287,30 +397,41 @@ async def forecasts(
     """Forecast one project (any status), or every active project with a deadline.
 
     `clock` (default: the database's now()) lets a simulator ask on simulated time."""
-    rows = await conn.fetch(
-        Q["forecast_skills"],
-        project_id,
-        settings.forecast_presence,
-        clock,
-    )
+    rows = await conn.fetch(Q["forecast_counts"], project_id, clock)
     if not rows:
         return []
     skills = sorted({r["skill"] for r in rows})
-    cycles = await conn.fetch(
-        Q["forecast_cycles"],
-        skills,
-        settings.forecast_window,
+    experts = await conn.fetch(
+        Q["forecast_experts"],
         settings.forecast_presence,
-        rows[0]["evaluated_at"],
+        clock,
+        skills if project_id is not None else None,
     )
-    book = PaceBook(cycles)
-    grouped: dict[UUID, list[asyncpg.Record]] = defaultdict(list)
+    now: datetime = rows[0]["evaluated_at"]
+    window, idle_cap = settings.forecast_window, settings.forecast_presence
+    cycles = {e["expert_id"]: cycles_by_skill(e, now, window, idle_cap) for e in experts}
+    measured = [(e, k, c) for e, by in cycles.items() for k, c in by.items()]
+    unmeasured = [k for k in skills if not any(k in by for by in cycles.values())]
+    if unmeasured:
+        # Nobody present has worked in these skills yet: their measured pace (a prior, and
+        # how many experts a deadline needs) comes from whoever worked in them lately.
+        for h in await conn.fetch(Q["forecast_skill_history"], unmeasured, window, clock):
+            by = cycles_by_skill(h, now, window, idle_cap)
+            measured += [(h["expert_id"], k, c) for k, c in by.items() if k in unmeasured]
+    book = PaceBook(measured)
+    present = _present(experts, cycles, now)
+    capacities: dict[tuple[str, float], tuple[Capacity, int]] = {}
+    grouped: dict[UUID, list[SkillForecast]] = defaultdict(list)
+    deadlines: dict[UUID, datetime | None] = {}
     for r in rows:
-        grouped[r["project_id"]].append(r)
-    return [
-        _combine(pid, rs[0]["deadline"], rs[0]["evaluated_at"], [_skill(r, book) for r in rs])
-        for pid, rs in grouped.items()
-    ]
+        key = (r["skill"], r["min_quality"])
+        if key not in capacities:  # shared by every project with this skill and bar
+            cap = _capacity(present, *key)
+            capacities[key] = (cap, len(cap.experts))
+        cap, active = capacities[key]
+        grouped[r["project_id"]].append(_skill(r, now, cap, active, book))
+        deadlines[r["project_id"]] = r["deadline"]
+    return [_combine(pid, deadlines[pid], now, fs) for pid, fs in grouped.items()]
 
 
 async def project_forecast(

@@ -1,119 +1,105 @@
--- Deadline forecasts and risk alerts (issues 7, 17). Times are the database's taskroute_now(), or the
--- clock a simulator passes.
+-- Deadline forecasts and risk alerts (issues 7, 16, 17). Times are taskroute_now(), or
+-- the clock a simulator passes.
 
--- name: forecast_skills
--- $1 project_id (NULL: every active project with a deadline, and the completed ones still
--- at risk), $2 presence window seconds,
--- $3 clock (NULL: taskroute_now()). One row per (project, skill) of the target projects.
--- remaining = open/pending slots + in-flight (claimed) slots.
--- A present expert is an active expert seen (claim, heartbeat) within the presence window or
--- holding a live lease. Each present expert splits their time equally among every
--- (project, skill) with work left that they qualify for (skill active, quality >= the
--- project's min_quality): `experts` / `shares` (parallel arrays) list the row's present
--- experts and their shares; their pace comes from forecast_cycles.
-WITH clock AS (SELECT coalesce($3::timestamptz, taskroute_now()) AS now_),
-target AS (
-    SELECT t.project_id, t.skill, p.min_quality, p.deadline,
-           count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
-           count(*) FILTER (WHERE t.status = 'claimed') AS in_flight,
-           count(*) FILTER (WHERE t.status = 'done') AS done,
-           count(*) AS total
+-- name: forecast_counts
+-- $1 project_id (NULL: every active project with a deadline), $2 clock (NULL: taskroute_now()). One
+-- row per (project, skill) of the target projects, from the maintained counts (task_counts.sql): an index probe per
+-- project, whatever the history. open = open + pending slots, in_flight = claimed slots.
+WITH target AS (
+    SELECT p.id, p.deadline, p.min_quality
     FROM projects p
-    JOIN tasks t ON t.project_id = p.id
-    WHERE ($1::uuid IS NULL AND p.deadline IS NOT NULL
-           -- a project completed while at risk is judged once more: it recovered (issue 13)
-           AND (p.status = 'active'
-                OR p.status = 'completed'
-                   AND p.id IN (SELECT r.project_id FROM project_risk r
-                                WHERE r.state = 'at_risk')))
+    WHERE ($1::uuid IS NULL AND p.status = 'active' AND p.deadline IS NOT NULL)
        OR p.id = $1
-    GROUP BY t.project_id, t.skill, p.min_quality, p.deadline
 ),
+counts AS (
+    SELECT c.project_id, c.skill, c.status, c.n
+    FROM target t, LATERAL ({{ task_counts_of(t.id) }}) c
+)
+SELECT t.id AS project_id, c.skill, t.deadline, t.min_quality,
+       coalesce(sum(c.n) FILTER (WHERE c.status IN ('open', 'pending')), 0)::int AS open,
+       coalesce(sum(c.n) FILTER (WHERE c.status = 'claimed'), 0)::int AS in_flight,
+       coalesce(sum(c.n) FILTER (WHERE c.status = 'done'), 0)::int AS done,
+       sum(c.n)::int AS total,
+       coalesce(sum(c.n) FILTER (WHERE c.status IN ('open', 'pending', 'claimed')), 0)::int
+           AS remaining,
+       coalesce($2::timestamptz, taskroute_now()) AS evaluated_at
+FROM target t
+JOIN counts c ON c.project_id = t.id
+GROUP BY t.id, c.skill, t.deadline, t.min_quality
+HAVING sum(c.n) > 0
+ORDER BY t.id, c.skill;
+
+-- name: forecast_experts
+-- $1 presence window seconds, $2 clock (NULL: taskroute_now()), $3 skills (NULL: all). The present
+-- experts holding any of the skills, one row each, with what the forecast needs:
+-- - present: active, and seen (claim, heartbeat) within the window or holding a live lease
+--   (`working`); resolvers/forecast.py also drops those idle for many of their own cycles;
+-- - skills / qualities: their active skills (parallel arrays);
+-- - demands: how many (project, skill) with work left (active projects) they qualify for
+--   (skill held, quality >= the project's min_quality): their time is split among them;
+-- - p_*: their newest submissions (expert_pace, newest first), where their pace comes from.
+WITH clock AS (SELECT coalesce($2::timestamptz, taskroute_now()) AS now_),
 present AS (
-    SELECT e.id
+    SELECT e.id, e.last_seen_at,
+           EXISTS (SELECT 1 FROM assignments a
+                   WHERE a.expert_id = e.id AND a.status = 'active'
+                     AND a.lease_until > clock.now_) AS working
     FROM experts e, clock
     WHERE e.status = 'active'
-      AND (e.last_seen_at >= clock.now_ - make_interval(secs => $2)
-           OR EXISTS (SELECT 1 FROM assignments a
-                      WHERE a.expert_id = e.id AND a.status = 'active'
-                        AND a.lease_until > clock.now_))
+      AND (e.last_seen_at >= clock.now_ - make_interval(secs => $1)
+           OR e.id IN (SELECT a.expert_id FROM assignments a
+                       WHERE a.status = 'active' AND a.lease_until > clock.now_))
 ),
-present_skills AS (
+held AS (
     SELECT es.expert_id, es.skill, es.quality
     FROM present e
     JOIN expert_skills es ON es.expert_id = e.id AND es.status = 'active'
 ),
-demand AS MATERIALIZED (
-    -- every (project, skill) with work left that a present expert holds the skill for
-    SELECT p.id AS project_id, s.skill, p.min_quality
-    FROM projects p
-    CROSS JOIN (SELECT DISTINCT skill FROM present_skills) s
-    WHERE p.status = 'active'
-      AND EXISTS (SELECT 1 FROM tasks t
-                  WHERE t.project_id = p.id AND t.skill = s.skill
-                    AND t.status IN ('open', 'pending', 'claimed'))
+left_by_skill AS (
+    -- (skill, min_quality) -> projects with work left in that skill
+    SELECT w.skill, p.min_quality, count(*) AS projects
+    FROM (SELECT c.project_id, c.skill
+          FROM ({{ task_counts_all }}) c
+          WHERE c.status IN ('open', 'pending', 'claimed')
+            AND c.skill IN (SELECT skill FROM held)
+          GROUP BY c.project_id, c.skill
+          HAVING sum(c.n) > 0) w
+    JOIN projects p ON p.id = w.project_id AND p.status = 'active'
+    GROUP BY w.skill, p.min_quality
 ),
-shares AS (
-    SELECT ps.expert_id, d.project_id, d.skill,
-           1.0 / count(*) OVER (PARTITION BY ps.expert_id) AS share
-    FROM present_skills ps
-    JOIN demand d ON d.skill = ps.skill AND ps.quality >= d.min_quality
-),
-capacity AS (
-    SELECT project_id, skill, count(*) AS active_experts, sum(share) AS expert_equiv,
-           array_agg(expert_id ORDER BY expert_id) AS experts,
-           array_agg(share::float8 ORDER BY expert_id) AS shares
-    FROM shares
-    GROUP BY project_id, skill
+demands AS (
+    SELECT h.expert_id, coalesce(sum(l.projects), 0)::int AS demands
+    FROM held h
+    LEFT JOIN left_by_skill l ON l.skill = h.skill AND h.quality >= l.min_quality
+    GROUP BY h.expert_id
 )
-SELECT tg.project_id, tg.skill, tg.deadline,
-       tg.open::int, tg.in_flight::int, tg.done::int, tg.total::int,
-       (tg.open + tg.in_flight)::int AS remaining,
-       coalesce(c.active_experts, 0)::int AS active_experts,
-       coalesce(c.expert_equiv, 0)::float8 AS expert_equiv,
-       coalesce(c.experts, '{}') AS experts,
-       coalesce(c.shares, '{}') AS shares,
-       clock.now_ AS evaluated_at
-FROM clock, target tg
-LEFT JOIN capacity c ON c.project_id = tg.project_id AND c.skill = tg.skill
-ORDER BY tg.project_id, tg.skill;
+SELECT e.id AS expert_id, e.last_seen_at, e.working,
+       array_agg(h.skill ORDER BY h.skill) AS skills,
+       array_agg(h.quality::float8 ORDER BY h.skill) AS qualities,
+       d.demands,
+       coalesce(ep.skills, '{}') AS p_skills,
+       coalesce(ep.claimed_at, '{}') AS p_claimed,
+       coalesce(ep.submitted_at, '{}') AS p_submitted
+FROM present e
+JOIN held h ON h.expert_id = e.id
+JOIN demands d ON d.expert_id = e.id
+LEFT JOIN expert_pace ep ON ep.expert_id = e.id
+WHERE $3::text[] IS NULL OR e.id IN (SELECT expert_id FROM held WHERE skill = ANY ($3::text[]))
+GROUP BY e.id, e.last_seen_at, e.working, d.demands, ep.skills, ep.claimed_at, ep.submitted_at
+ORDER BY e.id;
 
--- name: forecast_cycles
--- $1 skills, $2 history window seconds, $3 idle cap seconds, $4 clock (NULL: taskroute_now()).
--- Pace measured from the work itself: for each submission of these skills in the window, the
--- seconds it cost its expert (`cycle`): from the expert's previous submission (any skill)
--- when they claimed within `idle cap` of it (the time between tasks is part of working), else
--- from the claim (they were away: a break is not pace). Newest first, at most 30 per
--- (expert, skill); `age` in seconds before the clock.
-WITH clock AS (SELECT coalesce($4::timestamptz, taskroute_now()) AS now_),
-mine AS (
-    SELECT a.expert_id, t.skill, a.claimed_at, a.submitted_at,
-           lag(a.submitted_at) OVER (PARTITION BY a.expert_id ORDER BY a.submitted_at) AS prev
-    FROM clock, assignments a
-    JOIN tasks t ON t.id = a.task_id
-    WHERE a.status = 'submitted'
-      AND a.submitted_at > clock.now_ - make_interval(secs => $2)
-      AND a.submitted_at <= clock.now_
-      AND a.expert_id IN (SELECT a2.expert_id FROM assignments a2 JOIN tasks t2
-                              ON t2.id = a2.task_id
-                          WHERE t2.skill = ANY ($1::text[]) AND a2.status = 'submitted'
-                            AND a2.submitted_at > clock.now_ - make_interval(secs => $2))
-),
-ranked AS (
-    SELECT m.expert_id, m.skill,
-           extract(epoch FROM m.submitted_at
-                   - CASE WHEN m.prev IS NOT NULL AND m.prev <= m.claimed_at
-                               AND m.claimed_at - m.prev <= make_interval(secs => $3)
-                          THEN m.prev ELSE m.claimed_at END)::float8 AS cycle,
-           extract(epoch FROM clock.now_ - m.submitted_at)::float8 AS age,
-           row_number() OVER (PARTITION BY m.expert_id, m.skill
-                              ORDER BY m.submitted_at DESC) AS rank
-    FROM mine m, clock
-    WHERE m.skill = ANY ($1::text[])
-)
-SELECT expert_id, skill, greatest(cycle, 0.001) AS cycle, age
-FROM ranked WHERE rank <= 30
-ORDER BY expert_id, skill, rank;
+-- name: forecast_skill_history
+-- $1 skills, $2 history window seconds, $3 clock (NULL: taskroute_now()). Experts, present or not, who
+-- submitted within the window and whose kept submissions include one of the skills: the
+-- measured pace of a skill nobody present has worked in yet (its prior, and how many experts
+-- a deadline needs). Only asked for such skills; expert_pace has one row per expert.
+WITH clock AS (SELECT coalesce($3::timestamptz, taskroute_now()) AS now_)
+SELECT ep.expert_id, ep.skills AS p_skills, ep.claimed_at AS p_claimed,
+       ep.submitted_at AS p_submitted
+FROM expert_pace ep, clock
+WHERE ep.skills && $1::text[]
+  AND ep.submitted_at[1] > clock.now_ - make_interval(secs => $2)
+ORDER BY ep.expert_id;
 
 -- name: advisory_xact_lock
 -- $1 key. Waits for the lock (released at commit); for explicit, on-demand runs of a job.

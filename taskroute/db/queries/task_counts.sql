@@ -1,0 +1,40 @@
+-- Task counts per (project, skill, status) (migration 0015): `task_counts` plus the deltas
+-- the tasks triggers appended and the compactor has not folded in yet. Exact at any moment.
+
+-- fragment: task_counts_of
+-- $1 project_id. Rows (project_id, skill, status, n), several per key (the folded count and
+-- the pending deltas): sum them. Index probes on both tables.
+SELECT c.project_id, c.skill, c.status, c.n FROM task_counts c WHERE c.project_id = $1
+UNION ALL
+SELECT d.project_id, d.skill, d.status, d.n FROM task_count_deltas d WHERE d.project_id = $1
+
+-- fragment: task_counts_all
+-- No parameters. task_counts_of for every project.
+SELECT c.project_id, c.skill, c.status, c.n FROM task_counts c
+UNION ALL
+SELECT d.project_id, d.skill, d.status, d.n FROM task_count_deltas d
+
+-- name: task_counts_project
+-- $1 project_id. The project's counts per (skill, status), as the forecast sees them.
+SELECT skill, status, sum(n)::int AS n
+FROM ({{ task_counts_of($1) }}) c
+GROUP BY skill, status HAVING sum(n) <> 0
+ORDER BY skill, status;
+
+-- name: task_counts_compact
+-- No parameters. Folds every committed delta into task_counts in one transaction (readers see
+-- the deltas or the folded counts, never both, never neither). Deltas appended meanwhile by
+-- uncommitted transactions stay for the next run; a concurrent run skips the rows this one
+-- deleted. Keys in order, so two runs lock counters in the same order. Returns the deltas
+-- folded.
+WITH moved AS (
+    DELETE FROM task_count_deltas RETURNING project_id, skill, status, n
+),
+folded AS (
+    INSERT INTO task_counts AS c (project_id, skill, status, n)
+    SELECT project_id, skill, status, sum(n) FROM moved
+    GROUP BY project_id, skill, status
+    ORDER BY project_id, skill, status
+    ON CONFLICT (project_id, skill, status) DO UPDATE SET n = c.n + EXCLUDED.n
+)
+SELECT count(*)::int FROM moved;
