@@ -53,6 +53,9 @@ class BlobStore(Protocol):
 
     async def exists(self, key: str) -> bool: ...
 
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete every key; a key already gone is not an error. Raises BlobStoreError."""
+
     def presigned_get_url(self, key: str, expires_in: int) -> str | None:
         """A URL anyone can GET for `expires_in` seconds, or None if the store has none."""
 
@@ -230,6 +233,15 @@ class LocalBlobStore(_Threaded):
     async def exists(self, key: str) -> bool:
         return await self._run(lambda: self.path(key).is_file())
 
+    def _delete(self, key: str) -> None:
+        try:
+            self.path(key).unlink(missing_ok=True)
+        except OSError as exc:
+            raise BlobStoreError(f"cannot delete blob from {self.root}: {exc}") from exc
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        await self._run_all(self._delete, [(k,) for k in keys])
+
     def presigned_get_url(self, key: str, expires_in: int) -> str | None:
         return None
 
@@ -320,6 +332,32 @@ class S3BlobStore(_Threaded):
 
     async def exists(self, key: str) -> bool:
         return await self._run(self._exists, key)
+
+    def _delete_objects(self, keys: list[str]) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            answer = self._client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": self.object_key(k)} for k in keys], "Quiet": True},
+            )
+        except (BotoCoreError, ClientError) as exc:
+            raise BlobStoreError(f"cannot delete blobs from {self.url}: {exc}") from exc
+        # S3 answers 200 with per-key errors; a missing key is not one (deletes are idempotent)
+        errors = answer.get("Errors") or []
+        if errors:
+            first = errors[0]
+            raise BlobStoreError(
+                f"cannot delete {len(errors)} blobs from {self.url}: "
+                f"{first.get('Code')} {first.get('Message')}"
+            )
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        batch = list(keys)
+        # DeleteObjects takes at most 1000 keys per request
+        await self._run_all(
+            self._delete_objects, [(batch[i : i + 1000],) for i in range(0, len(batch), 1000)]
+        )
 
     def presigned_get_url(self, key: str, expires_in: int) -> str | None:
         # Signing is local computation (no request), so it may run on the event loop.

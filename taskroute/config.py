@@ -115,6 +115,8 @@ class Settings:
     payload_url_ttl: int = 300
     # Key that signs payload URLs; empty -> one generated once and shared through the database.
     url_secret: str = ""
+    # Seconds between runs of the payload retention job (issue 18; one process at a time).
+    retention_interval: float = 60.0
     # Routing job (issue 6): seconds between runs; fairness window; least share of a skill's
     # claims per priority class under saturation; deadline-forecast window; how recently an
     # expert must have been seen to count as active for skill scarcity.
@@ -180,6 +182,7 @@ class Settings:
             ingest_retry_max=_float("TASKROUTE_INGEST_RETRY_MAX", 30.0),
             payload_url_ttl=_int("TASKROUTE_PAYLOAD_URL_TTL", 300),
             url_secret=os.environ.get("TASKROUTE_URL_SECRET", ""),
+            retention_interval=_float("TASKROUTE_RETENTION_INTERVAL", 60.0),
             routing_interval=_float("TASKROUTE_ROUTING_INTERVAL", 5.0),
             routing_fair_window=_float("TASKROUTE_ROUTING_FAIR_WINDOW", 60.0),
             routing_class_shares=os.environ.get(

@@ -82,6 +82,14 @@ class LinkExpired(TaskrouteError):
     http_status = 410
 
 
+class PayloadDeleted(TaskrouteError):
+    """The customer's payload was deleted: its project ended and the retention period ran
+    out (README: Operating, payload retention). It is never coming back."""
+
+    code = "PAYLOAD_DELETED"
+    http_status = 410
+
+
 class TooManySubscriptions(TaskrouteError):
     code = "TOO_MANY_SUBSCRIPTIONS"
     http_status = 429

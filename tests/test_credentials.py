@@ -10,6 +10,19 @@ from typing import Any
 
 import asyncpg
 import pytest
+from graphql import (
+    GraphQLEnumType,
+    GraphQLInputObjectType,
+    GraphQLInputType,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLScalarType,
+    get_named_type,
+)
+
+from taskroute import rest
+from taskroute.schema.build import build_schema
 
 from .helpers import ADMIN_TOKEN, Api, tasks_of
 from .procs import ServeProcess
@@ -212,3 +225,85 @@ async def closed(ws: WsClient, timeout: float = 1.0 + MARGIN) -> int | None:
         pytest.fail("the server did not close the WebSocket in time")
     except Exception:
         return ws.ws.close_code
+
+
+def _plausible(t: GraphQLInputType, ids: dict[str, str]) -> Any:
+    """A well-typed value, so the request reaches the resolver (not variable validation)."""
+    if isinstance(t, GraphQLNonNull):
+        return _plausible(t.of_type, ids)
+    if isinstance(t, GraphQLList):
+        return [_plausible(t.of_type, ids)]
+    if isinstance(t, GraphQLEnumType):
+        return next(iter(t.values))
+    if isinstance(t, GraphQLInputObjectType):
+        return {
+            name: _plausible(f.type, ids)
+            for name, f in t.fields.items()
+            if isinstance(f.type, GraphQLNonNull)
+        }
+    assert isinstance(t, GraphQLScalarType)
+    return {
+        "ID": ids["project"],
+        "String": "x",
+        "Int": 1,
+        "Float": 0.5,
+        "Boolean": False,
+        "JSON": {"grade": 1},
+        "DateTime": "2030-01-01T00:00:00Z",
+    }[t.name]
+
+
+def _selection(t: Any) -> str:
+    return "{ __typename }" if isinstance(get_named_type(t), GraphQLObjectType) else ""
+
+
+async def test_read_only_token_is_refused_every_mutation_and_every_rest_write(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """Schema- and route-driven: a mutation or REST write added later is covered the day it
+    is added. Every one answers FORBIDDEN / 403 and the database does not change."""
+    customer = await api.create_customer()
+    pid = (await api.create_project(customer["token"], tasks_of("grading", 2)))["project"]["id"]
+    token = (await issue(api, customer["token"], l="wallboard", r=True))["token"]
+    assert (await api.progress(token, pid))["total"] == 2  # it does read
+    tables = [
+        r["relname"]
+        for r in await db.fetch(
+            "SELECT relname FROM pg_stat_user_tables"
+            " WHERE relname NOT IN ('credential_last_use', 'schema_migrations') ORDER BY relname"
+        )
+    ]
+
+    async def snapshot() -> dict[str, Any]:
+        return {t: await db.fetchval(f"SELECT md5(string_agg(x::text, '' ORDER BY x::text))"
+                                     f" FROM {t} x") for t in tables}  # fmt: skip
+
+    before = await snapshot()
+    schema = build_schema()._schema
+    assert schema.mutation_type is not None
+    refused = []
+    for name, field in sorted(schema.mutation_type.fields.items()):
+        args = {a: f.type for a, f in field.args.items()}
+        decl = ", ".join(f"${a}: {t}" for a, t in args.items())
+        call = ", ".join(f"{a}: ${a}" for a in args)
+        doc = (
+            f"mutation{f'({decl})' if decl else ''} {{ {name}"
+            f"{f'({call})' if call else ''} {_selection(field.type)} }}"
+        )
+        variables = {a: _plausible(t, {"project": pid}) for a, t in args.items()}
+        body = await api.gql_raw(doc, variables, token)
+        codes = {e.get("extensions", {}).get("code") for e in body.get("errors") or []}
+        assert codes == {"FORBIDDEN"}, (name, body)
+        refused.append(name)
+    assert len(refused) == len(schema.mutation_type.fields) >= 26
+    writes = [
+        (method, route.path.replace("{id}", pid))
+        for route in rest.routes
+        for method in sorted(getattr(route, "methods", None) or ())
+        if method not in ("GET", "HEAD")
+    ]
+    assert len(writes) >= 9
+    for method, path in writes:
+        r = await api.rest(method, path, token, json={"name": "x", "tasks": tasks_of("g", 1)})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "FORBIDDEN", (path, r.text)
+    assert await snapshot() == before

@@ -6,6 +6,7 @@ assignment, none for a rejected or undecided one (unless reversed), balances = l
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import asyncpg
@@ -253,3 +254,228 @@ async def test_retraction_rejects_and_claws_back(api: Api, db: asyncpg.Connectio
     bal = (await api.gql(BALANCE, {}, e0["token"]))["expertBalance"]
     assert (bal["paidCents"], bal["reversedCents"], bal["balanceCents"]) == (9, 9, 0)
     await _ledger_invariants(db, pid)
+
+
+POLICY = """mutation($p: ID!, $i: QualityPolicyInput!) {
+  setQualityPolicy(projectId: $p, input: $i) { goldRatio } }"""
+REVIEWS = """query($p: ID!) { assignmentReviews(projectId: $p, first: 100) {
+  edges { node { assignmentId status } } } }"""
+
+
+async def _balances_add_up(api: Api, db: asyncpg.Connection, experts: list[dict]) -> None:
+    """Every expert's balance is the sum of their ledger lines; pending is their undecided work."""
+    for e in experts:
+        bal = (await api.gql(BALANCE, {}, e["token"]))["expertBalance"]
+        paid, reversed_, pending = await db.fetchrow(
+            "SELECT coalesce(sum(amount_cents) FILTER (WHERE kind = 'payment'), 0),"
+            " coalesce(-sum(amount_cents) FILTER (WHERE kind = 'reversal'), 0),"
+            " (SELECT count(*) FROM assignments WHERE expert_id = $1"
+            "  AND review_status = 'submitted')"
+            " FROM payouts WHERE expert_id = $1",
+            e["id"],
+        )
+        assert (bal["paidCents"], bal["reversedCents"], bal["pending"]) == (
+            paid,
+            abs(reversed_),
+            pending,
+        ), e["id"]
+        assert bal["balanceCents"] == paid - abs(reversed_)
+
+
+async def test_on_acceptance_gold_is_paid_when_correct_at_its_scoring(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """Gold answers are decided when they are scored (at submit): a correct one is accepted
+    and paid once, a wrong one rejected and never paid. The receipt says the same as for real
+    work (pending_resolution), and the customer never sees gold among the reviews."""
+    customer = (await api.create_customer())["token"]
+    gold = [{"skill": "grading", "payload": {"gold": i}, "gold": {"g": 1}} for i in range(2)]
+    pid = (
+        await api.create_project(
+            customer,
+            tasks_of("grading", 2) + gold,
+            payCents=10,
+            redundancy=2,
+            paymentPolicy="on_acceptance",
+        )
+    )["project"]["id"]
+    await api.gql(POLICY, {"p": pid, "i": {"goldRatio": 1.0, "explorationGoldRatio": 1.0}},
+                  customer)  # fmt: skip
+    e0, e1 = [await api.create_expert(["grading"], name=f"e{i}") for i in range(2)]
+    served: dict[str, tuple[str, dict[str, Any]]] = {}
+    answers = iter([{"g": 1}, {"g": 2}])  # the first gold right, the second wrong
+    while (claim := await api.claim(e0["token"])) is not None:
+        is_gold = "gold" in claim["task"]["payload"]
+        answer = next(answers) if is_gold else {"g": 1}
+        got = await api.gql(SUBMIT, {"a": claim["assignmentId"], "x": answer}, e0["token"])
+        served[claim["assignmentId"]] = ("gold" if is_gold else "real", got["submit"])
+    kinds = Counter(k for k, _ in served.values())
+    assert kinds == {"gold": 2, "real": 2}
+    # The receipt does not tell gold apart.
+    assert {s["payStatus"] for _, s in served.values()} == {"pending_resolution"}
+    gold_ids = [a for a, (k, _) in served.items() if k == "gold"]
+    real_ids = [a for a, (k, _) in served.items() if k == "real"]
+    right, wrong = gold_ids
+    # Decided at scoring: the correct gold answer is paid now, the wrong one never.
+    review = (await api.gql(REVIEW, {"a": right}, e0["token"]))["assignmentReview"]
+    assert (review["status"], review["reviewedBy"]) == ("accepted", "quality")
+    review = (await api.gql(REVIEW, {"a": wrong}, e0["token"]))["assignmentReview"]
+    assert (review["status"], review["reviewedBy"]) == ("rejected", "quality")
+    lines = dict(await db.fetch(
+        "SELECT a.id::text, count(p.id) FROM assignments a"
+        " LEFT JOIN payouts p ON p.assignment_id = a.id WHERE a.expert_id = $1 GROUP BY a.id",
+        e0["id"],
+    ))  # fmt: skip
+    assert lines == {right: 1, wrong: 0, real_ids[0]: 0, real_ids[1]: 0}
+    r = await api.rest("GET", f"/v1/assignments/{wrong}/review", e0["token"])
+    assert r.status_code == 200 and r.json()["status"] == "rejected", r.text
+    bal = (await api.gql(BALANCE, {}, e0["token"]))["expertBalance"]
+    assert (bal["paidCents"], bal["pending"], bal["pendingCents"]) == (10, 2, 20)
+
+    # The customer sees the real work only, and cannot decide gold.
+    listed = (await api.gql(REVIEWS, {"p": pid}, customer))["assignmentReviews"]["edges"]
+    assert sorted(n["node"]["assignmentId"] for n in listed) == sorted(real_ids)
+    body = await api.gql_raw(APPROVE, {"ids": [wrong]}, customer)
+    assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
+    r = await api.rest(
+        "POST", "/v1/assignments/approve", customer, json={"assignment_ids": [wrong]}
+    )
+    assert r.status_code == 404, r.text
+
+    # e1 agrees on the real items: they resolve, the real answers are accepted and paid.
+    # (e1 is served the same gold too: answered right, both paid at scoring.)
+    while (claim := await api.claim(e1["token"])) is not None:
+        await api.gql(SUBMIT, {"a": claim["assignmentId"], "x": {"g": 1}}, e1["token"])
+    bal = (await api.gql(BALANCE, {}, e0["token"]))["expertBalance"]
+    assert (bal["paidCents"], bal["pending"]) == (30, 0)
+    totals = (await api.gql(TOTALS, {"p": pid}, customer))["projectPayoutTotals"]
+    ledger = await db.fetchval("SELECT sum(amount_cents) FROM payouts WHERE project_id = $1", pid)
+    assert (totals["payments"], totals["netCents"], totals["pending"]) == (7, 70, 0)
+    assert totals["netCents"] == ledger
+    await _balances_add_up(api, db, [e0, e1])
+    await _ledger_invariants(db, pid)
+
+
+async def _adjudicated(
+    api: Api, db: asyncpg.Connection, pay_disagreements: bool
+) -> tuple[str, str, dict[str, Any], list[dict[str, str]]]:
+    """Two experts disagree on one item (1/2 < 0.6): an adjudicator decides it."""
+    customer = (await api.create_customer())["token"]
+    pid = (
+        await api.create_project(
+            customer,
+            tasks_of("grading", 1),
+            payCents=8,
+            redundancy=2,
+            paymentPolicy="on_acceptance",
+            payAdjudicatedDisagreements=pay_disagreements,
+        )
+    )["project"]["id"]
+    e0, e1, judge = [await api.create_expert(["grading"], name=n) for n in ("e0", "e1", "j")]
+    ids = {}
+    for e, answer in ((e0, {"g": 1}), (e1, {"g": 2})):
+        [(aid, receipt)] = await _work(api, e["token"], answer)
+        assert receipt["payStatus"] == "pending_resolution"
+        ids[e["id"]] = aid
+    # Adjudication is open, the item unresolved: nothing decided, nothing paid.
+    assert await db.fetchval(
+        "SELECT count(*) FROM tasks WHERE project_id = $1 AND kind = 'adjudication'"
+        " AND status = 'open'", pid,
+    ) == 1  # fmt: skip
+    assert await db.fetchval("SELECT count(*) FROM payouts WHERE project_id = $1", pid) == 0
+    for e in (e0, e1):
+        bal = (await api.gql(BALANCE, {}, e["token"]))["expertBalance"]
+        assert (bal["paidCents"], bal["pending"], bal["pendingCents"]) == (0, 1, 8)
+    [(adj, receipt)] = await _work(api, judge["token"], {"g": 1})
+    assert receipt["payStatus"] == "pending_resolution"
+    ids[judge["id"]] = adj
+    return customer, pid, ids, [e0, e1, judge]
+
+
+async def test_on_acceptance_adjudication_pays_the_judge_and_the_policy_decides_the_rest(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer, pid, ids, (e0, e1, judge) = await _adjudicated(api, db, True)
+    # The judge's answer resolved the item: the judge and the agreeing answer are accepted;
+    # the disagreeing one is paid too (payAdjudicatedDisagreements, the default), saying why.
+    got = {
+        e["id"]: (await api.gql(REVIEW, {"a": ids[e["id"]]}, customer))["assignmentReview"]
+        for e in (e0, e1, judge)
+    }
+    assert {k: (v["status"], v["reviewedBy"]) for k, v in got.items()} == {
+        e0["id"]: ("accepted", "quality"),
+        e1["id"]: ("accepted", "quality"),
+        judge["id"]: ("accepted", "quality"),
+    }
+    assert "adjudicated" in got[e1["id"]]["reason"]
+    totals = (await api.gql(TOTALS, {"p": pid}, customer))["projectPayoutTotals"]
+    assert (totals["payments"], totals["netCents"], totals["pending"]) == (3, 24, 0)
+    await _balances_add_up(api, db, [e0, e1, judge])
+    await _ledger_invariants(db, pid)
+    # A second customer decision changes nothing: accepted work stays accepted, paid once.
+    again = await api.gql(REJECT, {"ids": list(ids.values()), "r": "no"}, customer)
+    assert all(not a["changed"] for a in again["rejectAssignments"])
+    assert await db.fetchval("SELECT count(*) FROM payouts WHERE project_id = $1", pid) == 3
+
+
+async def test_on_acceptance_adjudication_without_paying_disagreements(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    customer, pid, ids, (e0, e1, judge) = await _adjudicated(api, db, False)
+    status = {
+        e["id"]: (await api.gql(REVIEW, {"a": ids[e["id"]]}, e["token"]))["assignmentReview"][
+            "status"
+        ]
+        for e in (e0, e1, judge)
+    }
+    assert status == {e0["id"]: "accepted", e1["id"]: "rejected", judge["id"]: "accepted"}
+    bal = (await api.gql(BALANCE, {}, e1["token"]))["expertBalance"]
+    assert (bal["paidCents"], bal["pending"]) == (0, 0)
+    totals = (await api.gql(TOTALS, {"p": pid}, customer))["projectPayoutTotals"]
+    assert (totals["payments"], totals["netCents"], totals["pending"]) == (2, 16, 0)
+    # The customer may still overturn the quality rule's rejection (the override window).
+    turned = (await api.gql(APPROVE, {"ids": [ids[e1["id"]]]}, customer))["approveAssignments"]
+    assert turned[0]["status"] == "accepted" and turned[0]["changed"]
+    await _balances_add_up(api, db, [e0, e1, judge])
+    await _ledger_invariants(db, pid)
+
+
+async def test_rest_project_shows_the_payment_policy(api: Api) -> None:
+    customer = (await api.create_customer())["token"]
+    r = await api.rest(
+        "POST",
+        "/v1/projects",
+        customer,
+        json={
+            "name": "p",
+            "tasks": tasks_of("grading", 1),
+            "pay_cents": 12,
+            "payment_policy": "on_review",
+            "auto_approve_seconds": 60,
+            "override_seconds": 120,
+            "pay_adjudicated_disagreements": False,
+        },
+    )
+    assert r.status_code == 201, r.text
+    shown = (await api.rest("GET", r.json()["status_url"], customer)).json()
+    assert {
+        k: shown[k]
+        for k in (
+            "pay_cents",
+            "payment_policy",
+            "auto_approve_seconds",
+            "override_seconds",
+            "pay_adjudicated_disagreements",
+        )
+    } == {
+        "pay_cents": 12,
+        "payment_policy": "on_review",
+        "auto_approve_seconds": 60,
+        "override_seconds": 120,
+        "pay_adjudicated_disagreements": False,
+    }
+    default = await api.rest(
+        "POST", "/v1/projects", customer, json={"name": "d", "tasks": tasks_of("grading", 1)}
+    )
+    shown = (await api.rest("GET", default.json()["status_url"], customer)).json()
+    assert (shown["payment_policy"], shown["auto_approve_seconds"]) == ("on_submit", 259200)

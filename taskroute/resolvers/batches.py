@@ -20,7 +20,8 @@ import asyncpg
 from taskroute.blobs import BlobStore, BlobStoreError, open_blob_store
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound, ProjectCanceled, Unavailable
-from taskroute.resolvers import cursors, ingest, payloads, projects
+from taskroute.realtime import notify
+from taskroute.resolvers import cursors, ingest, payloads, projects, retention
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
@@ -45,10 +46,13 @@ def _wake_worker(services: Services) -> None:
         worker.wake()
 
 
-async def _store_or_unavailable(services: Services, specs: list[TaskSpec]) -> list[Any]:
+async def _store_or_unavailable(
+    conn: asyncpg.Connection, services: Services, specs: list[TaskSpec]
+) -> list[Any]:
+    """In the transaction that then inserts the items (see payloads.store_payloads)."""
     try:
         return await payloads.store_payloads(
-            blobs_of(services), specs, services.settings.inline_payload_bytes
+            conn, blobs_of(services), specs, services.settings.inline_payload_bytes
         )
     except BlobStoreError as exc:
         log.warning("payload store unavailable: %s", exc)
@@ -59,8 +63,11 @@ async def create_project(
     services: Services, customer_id: UUID, spec: ProjectSpec
 ) -> projects.Created:
     if len(spec.tasks) < ingest.ASYNC_MIN_TASKS:
-        refs = await _store_or_unavailable(services, spec.tasks)
-        return await projects.create_project(services.db, customer_id, spec, refs)
+        async with services.db.transaction() as conn:
+            refs = await _store_or_unavailable(conn, services, spec.tasks)
+            created = await projects.create_project_in(conn, customer_id, spec, refs)
+        notify.progress_changed(created.project["id"])
+        return created
     async with services.db.transaction() as conn:
         project = await projects.insert_project(conn, customer_id, spec, "ingesting")
         await ingest.enqueue(
@@ -111,8 +118,8 @@ async def add_tasks(
         async with db.transaction() as conn:
             project = await _lock_project(conn, project_id, customer_id)
         v.check_gold(specs, project["answer_schema"])
-        refs = await _store_or_unavailable(services, specs)
         async with db.transaction() as conn:
+            refs = await _store_or_unavailable(conn, services, specs)
             project = await _lock_project(conn, project_id, customer_id, adding=True)
             added = await projects.insert_tasks(conn, project_id, specs, "open", refs)
             # a completed project is active again (issue 13)
@@ -161,18 +168,21 @@ async def audit_page(
 @dataclass
 class Runtime:
     blobs: BlobStore
-    worker_task: asyncio.Task[None]
+    # the ingest worker and the payload retention job
+    tasks: list[asyncio.Task[None]]
 
     async def stop(self) -> None:
-        self.worker_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.worker_task
+        for task in self.tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         # payload URL signing stays configured: another app in this process may still use it
         await self.blobs.close()
 
 
 async def start(services: Services) -> Runtime:
-    """Called by the app's lifespan: the blob store, payload URLs and the ingest worker."""
+    """Called by the app's lifespan: the blob store, payload URLs, the ingest worker and the
+    payload retention job."""
     s = services.settings
     blobs = open_blob_store(s.blob_url, s.data_dir, s.blob_concurrency)
     secret = await payloads.load_secret(services.db, s.url_secret)
@@ -181,5 +191,10 @@ async def start(services: Services) -> Runtime:
     services.extras["blobs"] = blobs
     services.extras["ingest_worker"] = worker
     task = asyncio.create_task(worker.run(), name="ingest-worker")
-    log.info("payloads in %s; ingest worker started", blobs.url)
-    return Runtime(blobs, task)
+    # never refused by admission (admission.py), like the other background jobs
+    purge = asyncio.create_task(
+        retention.run_retention(services.db.for_jobs(), blobs, s.retention_interval),
+        name="payload-retention",
+    )
+    log.info("payloads in %s; ingest worker and retention job started", blobs.url)
+    return Runtime(blobs, [task, purge])

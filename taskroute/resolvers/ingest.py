@@ -188,7 +188,7 @@ class IngestWorker:
                     return True
                 specs = decode_chunk(chunk["body"])
                 # Payloads first (durable), then the tasks that need them become open.
-                refs = await store_payloads(self.blobs, specs, s.inline_payload_bytes)
+                refs = await store_payloads(conn, self.blobs, specs, s.inline_payload_bytes)
                 # Locked only now (not during the blob writes): a cancel that committed
                 # meanwhile is seen here; one that comes later waits and cancels our tasks.
                 project_status = await conn.fetchval(Q["project_lock_share"], chunk["project_id"])

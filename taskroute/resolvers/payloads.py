@@ -27,7 +27,7 @@ import asyncpg
 from taskroute.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import LeaseExpired, LinkExpired, NotFound, Unavailable
+from taskroute.errors import LeaseExpired, LinkExpired, NotFound, PayloadDeleted, Unavailable
 from taskroute.resolvers.validation import TaskSpec
 
 PRESIGNED_MAX_SECONDS = 60
@@ -42,10 +42,23 @@ class PayloadRef:
     inline: bool
 
 
+# Arbitrary constant naming "blob writes" among advisory locks: writers hold it shared from
+# their blob writes until the items that reference the blobs commit; the retention job
+# (retention.py) holds it exclusively while it decides which blobs nobody references and
+# deletes them. Content addressing makes that necessary: a writer that finds a blob already
+# there writes nothing, and without the lock the job could delete that blob between the
+# writer's look and the commit of its items.
+BLOB_WRITES_LOCK_KEY = 0x7A5C0018
+
+
 async def store_payloads(
-    blobs: BlobStore, specs: Sequence[TaskSpec], inline_max: int
+    conn: asyncpg.Connection, blobs: BlobStore, specs: Sequence[TaskSpec], inline_max: int
 ) -> list[PayloadRef]:
-    """Write every payload (durably) and return its reference; raises BlobStoreError."""
+    """Write every payload (durably) and return its reference; raises BlobStoreError.
+
+    `conn` is in the transaction that will insert the items referencing the payloads: it
+    holds the blob-writes lock (shared) until that transaction ends."""
+    await conn.execute(Q["advisory_xact_lock_shared"], BLOB_WRITES_LOCK_KEY)
     refs: list[PayloadRef] = []
     pending: dict[str, bytes] = {}
     for s in specs:
@@ -141,6 +154,11 @@ async def fetch(
             if owner is None or owner["expert_id"] != expert_id:
                 raise NotFound("no such payload link")
             raise LeaseExpired("the lease expired; claim again")
+        if row["payloads_purged_at"] is not None:
+            raise PayloadDeleted(
+                "this payload was deleted: the project ended and its payload retention ran"
+                f" out at {row['payloads_purged_at'].isoformat()}"
+            )
         result = await _read(blobs, row)
         # In the same transaction as the check: an entry exists for every payload served.
         await conn.execute(

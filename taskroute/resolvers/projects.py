@@ -120,6 +120,7 @@ async def insert_project(
         spec.auto_approve_seconds,
         spec.override_seconds,
         spec.pay_adjudicated_disagreements,
+        spec.payload_retention_seconds,
     )
     assert project is not None
     return project
@@ -128,11 +129,23 @@ async def insert_project(
 async def create_project(
     db: Database, customer_id: UUID, spec: ProjectSpec, refs: list[PayloadRef] | None = None
 ) -> Created:
-    """Synchronous creation; callers go through `batches.create_project` (payloads first)."""
+    """Synchronous creation with inline payloads only (simulations); the API goes through
+    `batches.create_project` (payloads in the blob store first)."""
     async with db.transaction() as conn:
-        project = await insert_project(conn, customer_id, spec, "active")
-        await insert_tasks(conn, project["id"], spec.tasks, "open", refs)
-    notify.progress_changed(project["id"])
+        created = await create_project_in(conn, customer_id, spec, refs)
+    notify.progress_changed(created.project["id"])
+    return created
+
+
+async def create_project_in(
+    conn: asyncpg.Connection,
+    customer_id: UUID,
+    spec: ProjectSpec,
+    refs: list[PayloadRef] | None = None,
+) -> Created:
+    """The project and its open tasks, in the caller's transaction."""
+    project = await insert_project(conn, customer_id, spec, "active")
+    await insert_tasks(conn, project["id"], spec.tasks, "open", refs)
     return Created(project, accepted=False)
 
 

@@ -318,11 +318,11 @@ async def add_gold_items(
     for i, s in enumerate(specs):
         if s.gold is None:
             raise BadInput(f"tasks[{i}].gold is required", field=f"tasks[{i}].gold")
-    try:
-        refs = await payloads.store_payloads(blobs, specs, limits.inline_payload_bytes)
-    except BlobStoreError as exc:
-        raise Unavailable("the payload store is unavailable; nothing was stored") from exc
     async with db.transaction() as conn:
+        try:
+            refs = await payloads.store_payloads(conn, blobs, specs, limits.inline_payload_bytes)
+        except BlobStoreError as exc:
+            raise Unavailable("the payload store is unavailable; nothing was stored") from exc
         rows = await conn.fetch(
             Q["items_insert"],
             project_id,

@@ -53,6 +53,13 @@ class ProjectSpec:
     auto_approve_seconds: int = 259200
     override_seconds: int = 2592000
     pay_adjudicated_disagreements: bool = True
+    # issue 18: payloads are deleted this long after the project ended (canceled)
+    payload_retention_seconds: int = 30 * 86400
+
+
+# Payload retention bounds (issue 18): 0 deletes the payloads as soon as the project ends; at
+# most 10 years (migration 0014 holds the same bound).
+PAYLOAD_RETENTION_MAX = 3650 * 86400
 
 
 def canonical_json(value: Any) -> str:
@@ -314,6 +321,7 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         "auto_approve_seconds",
         "override_seconds",
         "pay_adjudicated_disagreements",
+        "payload_retention_seconds",
     }
     unknown = set(raw) - allowed
     if unknown:
@@ -345,6 +353,12 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         ),
         pay_adjudicated_disagreements=boolean(
             raw.get("pay_adjudicated_disagreements", True), "pay_adjudicated_disagreements"
+        ),
+        payload_retention_seconds=integer(
+            raw.get("payload_retention_seconds", 30 * 86400),
+            "payload_retention_seconds",
+            0,
+            PAYLOAD_RETENTION_MAX,
         ),
     )
     check_gold(spec.tasks, spec.answer_schema)

@@ -79,6 +79,12 @@ class CreateProjectInput:
         description="on_acceptance: pay answers that disagree with an adjudicated result"
         " (default true).",
     )
+    payload_retention_seconds: int | None = strawberry.field(
+        default=None,
+        description="Payloads are deleted from the store this long after the project ends"
+        " (default 2592000, 30 days; 0: at once; at most 10 years). Items, results, the"
+        " ledger and the audit stay.",
+    )
 
 
 def _fields(value: Any) -> dict[str, Any]:

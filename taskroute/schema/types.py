@@ -160,6 +160,12 @@ class Project:
     auto_approve_seconds: int
     override_seconds: int
     pay_adjudicated_disagreements: bool
+    payload_retention_seconds: int = strawberry.field(
+        description="Payloads are deleted this long after the project ends (README: Operating)."
+    )
+    payloads_deleted_at: datetime | None = strawberry.field(
+        description="When retention deleted the payloads (null: kept)."
+    )
 
     @classmethod
     def of(cls, row: Any) -> Project:
@@ -181,6 +187,8 @@ class Project:
             auto_approve_seconds=row["auto_approve_seconds"],
             override_seconds=row["override_seconds"],
             pay_adjudicated_disagreements=row["pay_adjudicated_disagreements"],
+            payload_retention_seconds=int(row["payload_retention"].total_seconds()),
+            payloads_deleted_at=row["payloads_purged_at"],
         )
 
     @strawberry.field

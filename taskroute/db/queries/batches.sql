@@ -77,27 +77,43 @@ RETURNING state, attempts, next_attempt_at, project_id;
 -- name: ingest_job_cancel
 -- $1 job_id. The project was canceled: the rest of the batch is dropped. Chunks another
 -- worker holds are skipped (waiting for them could deadlock on the job row); that worker
--- sees the cancel itself and drops its chunk the same way.
+-- sees the cancel itself and drops its chunk the same way. The payload keys of the dropped
+-- chunks are queued for deletion (retention.sql): a worker may have written some (this very
+-- chunk, or an attempt that crashed) and no item will ever reference them; deleting a blob
+-- that was never written is harmless, and one an item does reference is kept.
 WITH job AS (
     UPDATE ingest_jobs SET state = 'canceled', finished_at = taskroute_now(), updated_at = taskroute_now()
     WHERE id = $1 AND state IN ('queued', 'running', 'retrying')
+),
+dropped AS (
+    DELETE FROM ingest_chunks c
+    WHERE (c.job_id, c.chunk_no) IN (
+        SELECT job_id, chunk_no FROM ingest_chunks WHERE job_id = $1 FOR UPDATE SKIP LOCKED
+    )
+    RETURNING c.job_id, c.body
 )
-DELETE FROM ingest_chunks c
-WHERE (c.job_id, c.chunk_no) IN (
-    SELECT job_id, chunk_no FROM ingest_chunks WHERE job_id = $1 FOR UPDATE SKIP LOCKED
-);
+INSERT INTO blob_deletions (key, project_id)
+{{ chunk_payload_keys(dropped) }}
+ON CONFLICT (key) DO NOTHING;
 
 -- name: ingest_chunks_of_canceled_delete
 -- No parameters. Chunks left behind by a canceled job (a worker that held one while the job
 -- was canceled, then failed or died): dropped by an idle worker. The table only holds
--- pending work, so the scan is small.
-DELETE FROM ingest_chunks c
-WHERE (c.job_id, c.chunk_no) IN (
-    SELECT c2.job_id, c2.chunk_no
-    FROM ingest_chunks c2 JOIN ingest_jobs j ON j.id = c2.job_id
-    WHERE j.state = 'canceled'
-    FOR UPDATE OF c2 SKIP LOCKED
-);
+-- pending work, so the scan is small. Their payload keys are queued for deletion, as in
+-- ingest_job_cancel.
+WITH dropped AS (
+    DELETE FROM ingest_chunks c
+    WHERE (c.job_id, c.chunk_no) IN (
+        SELECT c2.job_id, c2.chunk_no
+        FROM ingest_chunks c2 JOIN ingest_jobs j ON j.id = c2.job_id
+        WHERE j.state = 'canceled'
+        FOR UPDATE OF c2 SKIP LOCKED
+    )
+    RETURNING c.job_id, c.body
+)
+INSERT INTO blob_deletions (key, project_id)
+{{ chunk_payload_keys(dropped) }}
+ON CONFLICT (key) DO NOTHING;
 
 -- name: ingest_status
 -- $1 project_id. All the project's ingest jobs as one: the most pressing state first
@@ -128,8 +144,9 @@ LIMIT 1;
 
 -- name: payload_fetch_check
 -- $1 assignment_id, $2 expert_id. The payload of a task, only while this expert holds its
--- live lease (task row and assignment agree, neither expired).
-SELECT a.task_id, a.project_id, p.customer_id, i.payload, i.payload_key,
+-- live lease (task row and assignment agree, neither expired). payloads_purged_at: set once
+-- retention deleted the project's payloads (a lease of a canceled project may outlive them).
+SELECT a.task_id, a.project_id, p.customer_id, i.payload, i.payload_key, p.payloads_purged_at,
        extract(epoch FROM least(a.lease_until, t.lease_until) - taskroute_now()) AS lease_seconds_left
 FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'

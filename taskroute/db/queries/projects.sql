@@ -4,12 +4,14 @@
 -- $1 customer_id, $2 name, $3 status, $4 priority, $5 deadline, $6 lease_seconds,
 -- $7 pay_cents, $8 min_quality, $9 redundancy, $10 max_retries, $11 heartbeat_timeout_seconds,
 -- $12 answer_schema (NULL: any JSON answer), $13 payment_policy, $14 auto_approve_seconds,
--- $15 override_seconds, $16 pay_adjudicated_disagreements (issue 20)
+-- $15 override_seconds, $16 pay_adjudicated_disagreements (issue 20),
+-- $17 payload retention in seconds (issue 18)
 INSERT INTO projects (customer_id, name, status, priority, deadline, lease_seconds,
                       pay_cents, min_quality, redundancy, max_retries, heartbeat_timeout_seconds,
                       answer_schema, payment_policy, auto_approve_seconds, override_seconds,
-                      pay_adjudicated_disagreements)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                      pay_adjudicated_disagreements, payload_retention)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+        make_interval(secs => $17::bigint))
 RETURNING *;
 
 -- name: project_get
