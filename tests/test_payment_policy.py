@@ -6,6 +6,8 @@ assignment, none for a rejected or undecided one (unless reversed), balances = l
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 from collections import Counter
 from typing import Any
 
@@ -331,6 +333,12 @@ async def test_on_acceptance_gold_is_paid_when_correct_at_its_scoring(
     assert r.status_code == 200 and r.json()["status"] == "rejected", r.text
     bal = (await api.gql(BALANCE, {}, e0["token"]))["expertBalance"]
     assert (bal["paidCents"], bal["pending"], bal["pendingCents"]) == (10, 2, 20)
+    # The expert's CSV: the one ledger line, then the undecided real work as pending rows.
+    r = await api.rest("GET", f"/v1/payouts.csv?expert_id={e0['id']}", e0["token"])
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert sorted((x["kind"], x["assignment_id"]) for x in rows) == sorted(
+        [("payment", right)] + [("pending", a) for a in real_ids]
+    )
 
     # The customer sees the real work only, and cannot decide gold.
     listed = (await api.gql(REVIEWS, {"p": pid}, customer))["assignmentReviews"]["edges"]
@@ -479,3 +487,87 @@ async def test_rest_project_shows_the_payment_policy(api: Api) -> None:
     )
     shown = (await api.rest("GET", default.json()["status_url"], customer)).json()
     assert (shown["payment_policy"], shown["auto_approve_seconds"]) == ("on_submit", 259200)
+
+
+async def test_on_review_cancel_then_auto_approval_races_reviews(
+    api: Api, db: asyncpg.Connection, database_url: str
+) -> None:
+    """Cancel keeps its promise under on_review: submitted work of the canceled project is
+    still reviewed or auto-approved. Auto-approval (delay 0: due at once, the server's job
+    runs every 0.2 s, plus our own runs) races the customer's approvals and rejections:
+    each assignment ends decided once, with one payment line if accepted and none if not."""
+    customer = (await api.create_customer())["token"]
+    pid = (
+        await api.create_project(
+            customer,
+            tasks_of("grading", 12),
+            payCents=6,
+            paymentPolicy="on_review",
+            autoApproveSeconds=0,
+        )
+    )["project"]["id"]
+    expert = await api.create_expert(["grading"])
+    held = None
+    done = []
+    for _ in range(11):
+        claim = await api.claim(expert["token"])
+        assert claim is not None
+        got = await api.gql(SUBMIT, {"a": claim["assignmentId"], "x": {"g": 1}}, expert["token"])
+        assert got["submit"]["payStatus"] == "pending_review"
+        done.append(claim["assignmentId"])
+    held = await api.claim(expert["token"])
+    assert held is not None
+    assert (await api.gql(CANCEL, {"p": pid}, customer))["cancelProject"]["status"] == "canceled"
+    # The claim held across the cancel may still be submitted, and is reviewed like the rest.
+    got = await api.gql(SUBMIT, {"a": held["assignmentId"], "x": {"g": 1}}, expert["token"])
+    assert got["submit"]["payStatus"] == "pending_review"
+    done.append(held["assignmentId"])
+
+    pool = await create_pool(database_url, min_size=1, max_size=4)
+    try:
+        job = Database(pool, timeout=10)
+
+        async def auto() -> None:
+            for _ in range(5):
+                await acceptance.auto_approve_once(job)
+
+        await asyncio.gather(
+            api.gql(REJECT, {"ids": done[:4], "r": "late"}, customer),
+            api.gql(APPROVE, {"ids": done[4:8]}, customer),
+            api.rest("POST", "/v1/assignments/approve", customer,
+                     json={"assignment_ids": done[4:8]}),
+            auto(),
+            auto(),
+        )  # fmt: skip
+        await acceptance.auto_approve_once(job)  # whatever the reviews left is due
+    finally:
+        await pool.close()
+    states = dict(
+        await db.fetch("SELECT id::text, review_status FROM assignments WHERE project_id = $1", pid)
+    )
+    assert set(states) == set(done)
+    assert "submitted" not in states.values(), "nothing is left undecided after a cancel"
+    # Approved ones and the auto-approved rest are paid once; a rejection that won its race
+    # is not (it lost to auto-approval otherwise: accepted work stays accepted).
+    for aid in done[4:]:
+        assert states[aid] == "accepted", aid
+    lines = dict(
+        await db.fetch(
+            "SELECT assignment_id::text, count(*) FROM payouts WHERE project_id = $1"
+            " GROUP BY assignment_id",
+            pid,
+        )
+    )
+    for aid, status in states.items():
+        assert lines.get(aid, 0) == (1 if status == "accepted" else 0), (aid, status)
+    bal = (await api.gql(BALANCE, {}, expert["token"]))["expertBalance"]
+    accepted = sum(1 for s in states.values() if s == "accepted")
+    assert (bal["payments"], bal["paidCents"], bal["pending"]) == (accepted, 6 * accepted, 0)
+    totals = (await api.gql(TOTALS, {"p": pid}, customer))["projectPayoutTotals"]
+    assert (totals["payments"], totals["netCents"], totals["pending"]) == (
+        accepted,
+        6 * accepted,
+        0,
+    )
+    await _balances_add_up(api, db, [expert])
+    await _ledger_invariants(db, pid)
