@@ -26,7 +26,6 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
 
 import asyncpg
 
@@ -56,14 +55,13 @@ class Round:
     kept: int  # queued blobs kept: an item of a project whose payloads are kept uses them
 
 
-async def expire_due(db: Database, clock: datetime | None = None) -> int:
-    """Queue the payloads of projects whose retention ran out; return how many projects.
-
-    `clock` (default: the database's now()) decides what ran out, so a test owns time."""
+async def expire_due(db: Database) -> int:
+    """Queue the payloads of projects whose retention ran out (by taskroute_now(), the clock
+    tests move); return how many projects."""
     async with db.transaction() as conn:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], RETENTION_LOCK_KEY):
             return 0
-        due = await conn.fetch(Q["projects_payloads_due"], clock, PROJECTS_PER_ROUND)
+        due = await conn.fetch(Q["projects_payloads_due"], PROJECTS_PER_ROUND)
         for p in due:
             r = await conn.fetchrow(Q["project_payloads_expire"], p["id"])
             await accounts.audit(
@@ -127,11 +125,11 @@ async def _delete_batch(db: Database, blobs: BlobStore) -> tuple[int, int]:
     return len(doomed), len(rows) - len(doomed)
 
 
-async def retention_once(db: Database, blobs: BlobStore, clock: datetime | None = None) -> Round:
+async def retention_once(db: Database, blobs: BlobStore) -> Round:
     """One full pass: expire what ran out, then delete queued blobs until the queue is empty
     (or another process holds the job)."""
     expired = 0
-    while (n := await expire_due(db, clock)) > 0:
+    while (n := await expire_due(db)) > 0:
         expired += n
         if n < PROJECTS_PER_ROUND:
             break

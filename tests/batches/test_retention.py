@@ -2,12 +2,12 @@
 store (folder and S3) after the retention the project chose, and nothing else is.
 
 The server's own retention job runs hourly here, so it cannot race the test: the test runs
-the job itself (`retention_once`) with a clock it owns, like the sweeper tests."""
+the job itself (`retention_once`) and moves the database's clock (tests/clock.py)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from taskroute.blobs import BlobStore, open_blob_store
 from taskroute.db.pool import Database, create_pool
 from taskroute.resolvers import retention
 
+from ..clock import DbClock
 from ..helpers import ADMIN_TOKEN, Api, GraphQLError
 from .conftest import StartServer, StoreHandle, wait_for
 from .test_batches import BIG, CLAIM, big_tasks, canonical, fetch_payload, key_of
@@ -38,8 +39,8 @@ class Job:
         self.db = db
         self.blobs = blobs
 
-    async def run(self, clock: datetime | None = None) -> retention.Round:
-        return await retention.retention_once(self.db, self.blobs, clock)
+    async def run(self) -> retention.Round:
+        return await retention.retention_once(self.db, self.blobs)
 
 
 @pytest_asyncio.fixture
@@ -90,9 +91,17 @@ async def test_retention_deletes_payload_blobs_and_nothing_else(
             {"skill": "grading", "payload": shared_canceled},
             {"skill": "grading", "payload": {"gold": 1}, "gold": {"grade": 1}},
         ]
-        doomed = (await api.create_project(token, tasks, payCents=7, payloadRetentionSeconds=DAY))[
-            "project"
-        ]["id"]
+        doomed = (
+            await api.create_project(
+                token,
+                tasks,
+                payCents=7,
+                payloadRetentionSeconds=DAY,
+                # bob's lease lives through the day the clock moves
+                leaseSeconds=2 * DAY,
+                heartbeatTimeoutSeconds=2 * DAY,
+            )
+        )["project"]["id"]
         # Another customer's live project holds one identical payload (the same blob) ...
         other = await api.create_customer("globex")
         live = await api.create_project(other["token"], [{"skill": "x", "payload": shared_live}])
@@ -122,7 +131,7 @@ async def test_retention_deletes_payload_blobs_and_nothing_else(
             assert (await api.gql(CANCEL, {"p": pid}, token))["cancelProject"]["status"] == (
                 "canceled"
             )
-        ended = await db.fetchval("SELECT canceled_at FROM projects WHERE id = $1", doomed)
+        clock = DbClock(db)
         keys = {
             r["payload_key"]
             for r in await db.fetch("SELECT payload_key FROM items WHERE project_id = $1", doomed)
@@ -133,12 +142,14 @@ async def test_retention_deletes_payload_blobs_and_nothing_else(
         await job.blobs.delete_many([gone_first])
         counts = await _counts(db)
 
-        # Not yet: the retention has a second to go.
-        assert await job.run(ended + timedelta(seconds=DAY - 1)) == retention.Round(0, 0, 0)
+        # Not yet: the retention has a minute to go.
+        await clock.advance(DAY - 60)
+        assert await job.run() == retention.Round(0, 0, 0)
         assert keys - {gone_first} <= store.keys()
 
         # The day is over: the project's own blobs go; the two it shares stay.
-        r = await job.run(ended + timedelta(seconds=DAY + 1))
+        await clock.advance(61)
+        r = await job.run()
         assert r == retention.Round(expired=1, deleted=5, kept=2)
         shared = {key_of(shared_live), key_of(shared_canceled)}
         assert store.keys() & keys == shared
@@ -191,11 +202,12 @@ async def test_retention_deletes_payload_blobs_and_nothing_else(
         )
 
         # Idempotent: nothing more to do.
-        assert await job.run(ended + timedelta(seconds=DAY + 2)) == retention.Round(0, 0, 0)
+        assert await job.run() == retention.Round(0, 0, 0)
 
         # Thirty days on, the longer project's payload goes too (the first project's copy is
         # no longer kept); the live project's stays for as long as it lives.
-        r = await job.run(ended + timedelta(days=31))
+        await clock.advance(30 * DAY)
+        r = await job.run()
         assert r == retention.Round(expired=1, deleted=1, kept=0)
         assert store.keys() & keys == {key_of(shared_live)}
 

@@ -21,7 +21,9 @@ CREATE TABLE blob_deletions (
     key         text PRIMARY KEY,
     -- the project whose retention or canceled batch queued the key (for the audit)
     project_id  uuid NOT NULL,
-    queued_at   timestamptz NOT NULL DEFAULT now()
+    -- written by the statements that queue (taskroute_now(), the clock tests control; a
+    -- default could not name it here: migration 0017 may come after this one)
+    queued_at   timestamptz NOT NULL
 );
 
 -- "Does an item of a kept project still reference this blob": asked once per deleted key.

@@ -92,7 +92,7 @@ dropped AS (
     )
     RETURNING c.job_id, c.body
 )
-INSERT INTO blob_deletions (key, project_id)
+INSERT INTO blob_deletions (key, project_id, queued_at)
 {{ chunk_payload_keys(dropped) }}
 ON CONFLICT (key) DO NOTHING;
 
@@ -111,7 +111,7 @@ WITH dropped AS (
     )
     RETURNING c.job_id, c.body
 )
-INSERT INTO blob_deletions (key, project_id)
+INSERT INTO blob_deletions (key, project_id, queued_at)
 {{ chunk_payload_keys(dropped) }}
 ON CONFLICT (key) DO NOTHING;
 

@@ -2,16 +2,15 @@
 -- `payload_retention`; `blob_deletions` is the queue of keys to delete (migration 0014).
 
 -- name: projects_payloads_due
--- $1 the clock (NULL: now()), $2 at most this many. Ended projects whose retention ran out
--- and whose payloads are still kept, longest ended first; locked so a cancel or a second
--- job cannot interleave.
+-- $1 at most this many. Ended projects whose retention ran out and whose payloads are still
+-- kept, longest ended first; locked so a second job cannot interleave.
 SELECT id, customer_id, canceled_at AS ended_at,
        extract(epoch FROM payload_retention)::bigint AS retention_seconds
 FROM projects
 WHERE status = 'canceled' AND payloads_purged_at IS NULL
-  AND canceled_at + payload_retention <= coalesce($1::timestamptz, now())
+  AND canceled_at + payload_retention <= taskroute_now()
 ORDER BY canceled_at
-LIMIT $2
+LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
 -- name: project_payloads_expire
@@ -19,8 +18,8 @@ FOR UPDATE SKIP LOCKED;
 -- queued for deletion, inline copies are cleared, the project is marked. The item rows stay
 -- (with payload_key and payload_bytes: the fact that a payload existed, and its address).
 WITH queued AS (
-    INSERT INTO blob_deletions (key, project_id)
-    SELECT DISTINCT payload_key, $1::uuid FROM items
+    INSERT INTO blob_deletions (key, project_id, queued_at)
+    SELECT DISTINCT payload_key, $1::uuid, taskroute_now() FROM items
     WHERE project_id = $1 AND payload_key IS NOT NULL
     ON CONFLICT (key) DO NOTHING
     RETURNING key
@@ -29,7 +28,7 @@ cleared AS (
     UPDATE items SET payload = NULL WHERE project_id = $1 AND payload IS NOT NULL RETURNING 1
 ),
 marked AS (
-    UPDATE projects SET payloads_purged_at = now() WHERE id = $1 RETURNING 1
+    UPDATE projects SET payloads_purged_at = taskroute_now() WHERE id = $1 RETURNING 1
 )
 SELECT (SELECT count(*) FROM queued) AS keys_queued,
        (SELECT count(*) FROM cleared) AS inline_cleared,
@@ -43,7 +42,7 @@ FROM items WHERE project_id = $1;
 -- worker would have written them: sha256 of each line's canonical payload JSON, the text
 -- after the line's one tab (ingest.encode_chunk), with the job's project.
 SELECT DISTINCT encode(sha256(convert_to(split_part(line, E'\t', 2), 'UTF8')), 'hex') AS key,
-       j.project_id
+       j.project_id, taskroute_now() AS queued_at
 FROM $1 d
 JOIN ingest_jobs j ON j.id = d.job_id
 CROSS JOIN string_to_table(d.body, E'\n') AS line
