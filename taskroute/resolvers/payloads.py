@@ -154,10 +154,10 @@ async def fetch(
             if owner is None or owner["expert_id"] != expert_id:
                 raise NotFound("no such payload link")
             raise LeaseExpired("the lease expired; claim again")
-        if row["payloads_purged_at"] is not None:
+        if row["payload_deleted_at"] is not None:
             raise PayloadDeleted(
                 "this payload was deleted: the project ended and its payload retention ran"
-                f" out at {row['payloads_purged_at'].isoformat()}"
+                f" out at {row['payload_deleted_at'].isoformat()}"
             )
         result = await _read(blobs, row)
         # In the same transaction as the check: an entry exists for every payload served.

@@ -1,17 +1,18 @@
 """Payload retention (issue 18): the customer's payloads do not outlive their purpose.
 
-A project that ended (canceled) keeps its payloads for its `payload_retention` (default 30
-days, set at creation), then a background job, one process at a time:
+A project that ended (canceled, or completed) keeps its payloads for its `payload_retention`
+(default 30 days, set at creation), then a background job, one process at a time:
 
-1. expires the project's payloads (`expire_due`): every blob key of its items is queued in
-   `blob_deletions`, inline copies are cleared, `payloads_purged_at` is set, and the admin
-   audit records it (items, keys, bytes, when the project ended). Item rows, answers,
-   results, the ledger and both audits stay; so do `payload_key` and `payload_bytes`, the
-   fact that a payload existed.
-2. deletes queued blobs (`delete_queued`) that no item of a project whose payloads are kept
-   references: blobs are content-addressed, so another project may hold the very same
-   payload, and its copy is the same object. Keys of batch chunks dropped by a cancel are
-   queued too (queries/batches.sql), so a canceled batch leaves nothing behind.
+1. expires the project's payloads (`expire_due`): its items still holding one are marked
+   (`payload_deleted_at`) and their inline copies cleared, their blob keys queued in
+   `blob_deletions`, and the admin audit records it (items, keys, bytes, when the project
+   ended). Item rows, answers, results, the ledger and both audits stay; so do `payload_key`
+   and `payload_bytes`, the fact that a payload existed. A completed project that gets new
+   work is active again: its new payloads are kept until it ends again.
+2. deletes queued blobs (`delete_queued`) that no item whose payload is kept references:
+   blobs are content-addressed, so another project may hold the very same payload, and its
+   copy is the same object. Keys of batch chunks dropped by a cancel are queued too
+   (queries/batches.sql), so a canceled batch leaves nothing behind.
 
 Step 2 holds the blob-writes lock exclusively (payloads.BLOB_WRITES_LOCK_KEY): writers hold it
 shared from their blob writes until their items commit, so a blob a writer just found (and did

@@ -164,7 +164,8 @@ class Project:
         description="Payloads are deleted this long after the project ends (README: Operating)."
     )
     payloads_deleted_at: datetime | None = strawberry.field(
-        description="When retention deleted the payloads (null: kept)."
+        description="When retention last deleted the project's payloads (null: never). A"
+        " completed project that gets new work keeps the new payloads until it ends again."
     )
 
     @classmethod

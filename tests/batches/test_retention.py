@@ -22,7 +22,7 @@ from taskroute.resolvers import retention
 from ..clock import DbClock
 from ..helpers import ADMIN_TOKEN, Api, GraphQLError
 from .conftest import StartServer, StoreHandle, wait_for
-from .test_batches import BIG, CLAIM, big_tasks, canonical, fetch_payload, key_of
+from .test_batches import ADD_TASKS, BIG, CLAIM, big_tasks, canonical, fetch_payload, key_of
 
 DAY = 86400
 CANCEL = "mutation($p: ID!) { cancelProject(id: $p) { status } }"
@@ -157,9 +157,11 @@ async def test_retention_deletes_payload_blobs_and_nothing_else(
         # Nothing else changed: items, tasks, assignments, the ledger, the audit, results.
         assert await _counts(db) == counts
         items = await db.fetch(
-            "SELECT payload, payload_key FROM items WHERE project_id = $1", doomed
+            "SELECT payload, payload_key, payload_deleted_at FROM items WHERE project_id = $1",
+            doomed,
         )
         assert all(i["payload"] is None for i in items), "inline copies are cleared too"
+        assert all(i["payload_deleted_at"] is not None for i in items)
         assert {i["payload_key"] for i in items} == keys, "the fact that they existed stays"
         assert await db.fetchval("SELECT count(*) FROM blob_deletions") == 0
         # Nobody else's inline payload was touched.
@@ -210,6 +212,59 @@ async def test_retention_deletes_payload_blobs_and_nothing_else(
         r = await job.run()
         assert r == retention.Round(expired=1, deleted=1, kept=0)
         assert store.keys() & keys == {key_of(shared_live)}
+
+
+async def test_a_completed_project_keeps_new_work_until_it_completes_again(
+    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection, job: Job
+) -> None:
+    """Retention counts from completion too; new work makes the project active again, and
+    its payloads are kept until the project has been completed for the retention again."""
+    srv = await start_server(retention_interval=3600)
+    async with Api(srv.url) as api:
+        acme = await api.create_customer()
+        token = acme["token"]
+        ada = await api.create_expert(["grading"], name="ada")
+        pid = (await api.create_project(token, big_tasks(2), payloadRetentionSeconds=DAY))[
+            "project"
+        ]["id"]
+
+        async def work_all() -> None:
+            while (got := (await api.gql(CLAIM, token=ada["token"]))["claimNextTask"]) is not None:
+                await api.submit(ada["token"], got["assignmentId"], {"grade": 1})
+
+        async def status() -> str:
+            return (await api.gql(PROJECT, {"p": pid}, token))["project"]["status"]
+
+        await work_all()
+        assert await status() == "completed"
+        clock = DbClock(db)
+        first = {key_of(t["payload"]) for t in big_tasks(2)}
+        await clock.advance(DAY - 60)
+        assert await job.run() == retention.Round(0, 0, 0)
+        await clock.advance(120)
+        assert await job.run() == retention.Round(expired=1, deleted=2, kept=0)
+        assert not first & store.keys()
+
+        # More work: active again; the new payload is kept while it is, and after it completes
+        # until the retention has passed once more.
+        second = big_tasks(1, start=10)
+        added = await api.gql(ADD_TASKS, {"p": pid, "t": second}, token)
+        assert added["addTasks"]["added"] == 1 and await status() == "active"
+        await clock.advance(2 * DAY)
+        assert await job.run() == retention.Round(0, 0, 0)
+        assert {key_of(second[0]["payload"])} <= store.keys()
+        await work_all()
+        assert await status() == "completed"
+        await clock.advance(DAY - 60)
+        assert await job.run() == retention.Round(0, 0, 0)
+        await clock.advance(120)
+        assert await job.run() == retention.Round(expired=1, deleted=1, kept=0)
+        assert not {key_of(second[0]["payload"])} & store.keys()
+        expired = await _audit(api, pid, "payloads_expired")
+        assert [e["details"]["items"] for e in expired] == [2, 1]
+    assert await db.fetchval(
+        "SELECT count(*) FROM items WHERE project_id = $1 AND payload_deleted_at IS NOT NULL", pid
+    ) == 3  # fmt: skip
 
 
 async def test_a_canceled_batch_leaves_no_blobs_behind(

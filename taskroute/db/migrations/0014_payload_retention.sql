@@ -1,6 +1,7 @@
--- Issue 18: customer data lifecycle. The payloads of a project that ended (canceled, later
--- also completed) are deleted from the blob store `payload_retention` after it ended
--- (resolvers/retention.py); items, results, the ledger and both audits stay.
+-- Issue 18: customer data lifecycle. The payloads of a project that ended (canceled, or
+-- completed: coalesce(canceled_at, completed_at) of migration 0013) are deleted from the blob
+-- store `payload_retention` after it ended (resolvers/retention.py); items, results, the
+-- ledger and both audits stay.
 
 -- Every project has a retention: payloads never linger forever. 30 days unless the project
 -- says otherwise (0: as soon as it ends; at most 10 years). Projects made before this
@@ -26,5 +27,12 @@ CREATE TABLE blob_deletions (
     queued_at   timestamptz NOT NULL
 );
 
--- "Does an item of a kept project still reference this blob": asked once per deleted key.
-CREATE INDEX items_payload_key ON items (payload_key) WHERE payload_key IS NOT NULL;
+-- When retention deleted this item's payload (its inline copy is cleared then; payload_key
+-- and payload_bytes stay: the fact that it existed). Per item, not per project: a completed
+-- project that gets new work is active again, and its new payloads are kept until it ends
+-- again. projects.payloads_purged_at (0008) is when retention last ran for the project.
+ALTER TABLE items ADD COLUMN payload_deleted_at timestamptz;
+
+-- "Does an item whose payload is kept still reference this blob": asked per deleted key.
+CREATE INDEX items_payload_key_kept ON items (payload_key)
+    WHERE payload_key IS NOT NULL AND payload_deleted_at IS NULL;

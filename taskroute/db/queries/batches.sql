@@ -144,9 +144,9 @@ LIMIT 1;
 
 -- name: payload_fetch_check
 -- $1 assignment_id, $2 expert_id. The payload of a task, only while this expert holds its
--- live lease (task row and assignment agree, neither expired). payloads_purged_at: set once
--- retention deleted the project's payloads (a lease of a canceled project may outlive them).
-SELECT a.task_id, a.project_id, p.customer_id, i.payload, i.payload_key, p.payloads_purged_at,
+-- live lease (task row and assignment agree, neither expired). payload_deleted_at: set once
+-- retention deleted the payload (a lease of a canceled project may outlive it).
+SELECT a.task_id, a.project_id, p.customer_id, i.payload, i.payload_key, i.payload_deleted_at,
        extract(epoch FROM least(a.lease_until, t.lease_until) - taskroute_now()) AS lease_seconds_left
 FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'

@@ -2,40 +2,45 @@
 -- `payload_retention`; `blob_deletions` is the queue of keys to delete (migration 0014).
 
 -- name: projects_payloads_due
--- $1 at most this many. Ended projects whose retention ran out and whose payloads are still
--- kept, longest ended first; locked so a second job cannot interleave.
-SELECT id, customer_id, canceled_at AS ended_at,
+-- $1 at most this many. Ended projects (canceled, or completed: completed_at is NULL again
+-- once new work makes it active) whose retention ran out since they last ended and whose
+-- payloads were not deleted since; longest ended first. Locked: adding work to a completed
+-- project (FOR SHARE) waits for the expiry, or the expiry skips the project.
+SELECT id, customer_id, coalesce(canceled_at, completed_at) AS ended_at,
        extract(epoch FROM payload_retention)::bigint AS retention_seconds
 FROM projects
-WHERE status = 'canceled' AND payloads_purged_at IS NULL
-  AND canceled_at + payload_retention <= taskroute_now()
-ORDER BY canceled_at
+WHERE status IN ('canceled', 'completed')
+  AND coalesce(canceled_at, completed_at) + payload_retention <= taskroute_now()
+  AND (payloads_purged_at IS NULL
+       OR payloads_purged_at < coalesce(canceled_at, completed_at))
+ORDER BY coalesce(canceled_at, completed_at)
 LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
 -- name: project_payloads_expire
--- $1 project_id. The project's payloads stop being kept: every blob key of its items is
--- queued for deletion, inline copies are cleared, the project is marked. The item rows stay
--- (with payload_key and payload_bytes: the fact that a payload existed, and its address).
-WITH queued AS (
+-- $1 project_id. The project's payloads stop being kept: its items still holding one are
+-- marked (payload_deleted_at) and their inline copies cleared, their blob keys queued for
+-- deletion, the project marked. Item rows stay, with payload_key and payload_bytes.
+WITH expired AS (
+    UPDATE items SET payload = NULL, payload_deleted_at = taskroute_now()
+    WHERE project_id = $1 AND payload_deleted_at IS NULL
+    RETURNING payload_key, payload_bytes
+),
+queued AS (
     INSERT INTO blob_deletions (key, project_id, queued_at)
-    SELECT DISTINCT payload_key, $1::uuid, taskroute_now() FROM items
-    WHERE project_id = $1 AND payload_key IS NOT NULL
+    SELECT DISTINCT payload_key, $1::uuid, taskroute_now() FROM expired
+    WHERE payload_key IS NOT NULL
     ON CONFLICT (key) DO NOTHING
     RETURNING key
-),
-cleared AS (
-    UPDATE items SET payload = NULL WHERE project_id = $1 AND payload IS NOT NULL RETURNING 1
 ),
 marked AS (
     UPDATE projects SET payloads_purged_at = taskroute_now() WHERE id = $1 RETURNING 1
 )
 SELECT (SELECT count(*) FROM queued) AS keys_queued,
-       (SELECT count(*) FROM cleared) AS inline_cleared,
        count(*) AS items,
        count(DISTINCT payload_key) AS payload_keys,
        coalesce(sum(payload_bytes), 0) AS payload_bytes
-FROM items WHERE project_id = $1;
+FROM expired;
 
 -- fragment: chunk_payload_keys
 -- $1 a row source of dropped ingest chunks (job_id, body). Their payloads' blob keys, as the
@@ -48,12 +53,12 @@ JOIN ingest_jobs j ON j.id = d.job_id
 CROSS JOIN string_to_table(d.body, E'\n') AS line
 
 -- name: blob_deletions_take
--- $1 at most this many. Queued keys (locked), each with whether an item of a project whose
--- payloads are kept still references it: those blobs stay (identical content of another
--- project, or of the same canceled project's earlier chunks).
+-- $1 at most this many. Queued keys (locked), each with whether an item whose payload is
+-- kept still references it: those blobs stay (identical content of another project, or of
+-- the same canceled project's earlier chunks).
 SELECT d.key, d.project_id,
-       EXISTS (SELECT 1 FROM items i JOIN projects p ON p.id = i.project_id
-               WHERE i.payload_key = d.key AND p.payloads_purged_at IS NULL) AS in_use
+       EXISTS (SELECT 1 FROM items i
+               WHERE i.payload_key = d.key AND i.payload_deleted_at IS NULL) AS in_use
 FROM blob_deletions d
 LIMIT $1
 FOR UPDATE OF d SKIP LOCKED;
