@@ -3,11 +3,13 @@
 Alerts fire on projects that will miss, not on young ones (issue 17):
 - on track -> at risk when work remains and either the deadline has passed, or the forecast
   rests on evidence (every skill with work left has a pace measured from at least
-  `MIN_SAMPLES` submissions, or nobody present holds it) and its ETA is unknown or after the
-  deadline. A brand-new project whose pace is only the prior does not alert yet.
+  `MIN_SAMPLES` submissions, or nobody present holds it) and its ETA is unknown or even the
+  early end of its 90% range is after the deadline (a project that will miss, not one whose
+  point ETA is a little late by luck). A brand-new project whose pace is only the prior does
+  not alert yet.
 Hysteresis, so a project hovering at its deadline does not flap:
-- at risk -> on track only when all work is done, or the ETA beats the deadline by at least
-  `forecast_hysteresis` x the time left until the deadline.
+- at risk -> on track only when all work is done, or the forecast rests on evidence and its
+  ETA beats the deadline by at least `forecast_hysteresis` x the time left until the deadline.
 Each flip writes one `project_alerts` row ('at_risk' or 'recovered'); staying in a state
 writes none. One process evaluates at a time (advisory lock), like the lease sweeper.
 """
@@ -47,13 +49,16 @@ def at_risk_now(f: Forecast) -> bool:
         return True
     if not f.evidence:
         return False
-    return f.eta is None or f.eta > f.deadline
+    # Even the early end of the 90% band misses: the project will miss unless something
+    # changes (a point ETA a little late is as likely luck as lateness).
+    return f.eta_early is None or f.eta_early > f.deadline
 
 
 def recovered_now(f: Forecast, hysteresis: float) -> bool:
     if f.deadline is None or f.remaining == 0:
         return True
-    if f.eta is None:
+    # a pace from one or two submissions is no more evidence of recovery than of risk
+    if f.eta is None or not f.evidence:
         return False
     time_left = f.deadline - f.evaluated_at
     return f.deadline - f.eta >= time_left * hysteresis
