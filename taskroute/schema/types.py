@@ -13,7 +13,7 @@ from taskroute.resolvers import claims, ingest, projects, quality
 from taskroute.resolvers.accounts import Credential as CredentialRow
 from taskroute.resolvers.validation import priority_class_of
 
-from . import project_views
+from . import burndown, project_views
 from .batch_types import Ingest
 from .context import Context
 from .routing_types import PriorityClass, ProjectRouting
@@ -203,6 +203,11 @@ class Project:
     )
     forecast: project_views.Forecast = strawberry.field(resolver=project_views.project_forecast)
     alerts: list[project_views.Alert] = strawberry.field(resolver=project_views.project_alerts)
+    # issue 13: the burn-down's history (burndown.py)
+    remaining_history: burndown.RemainingHistory = strawberry.field(
+        resolver=burndown.project_remaining_history,
+        description="Remaining work over time, oldest first, in buckets (at most 500 a page).",
+    )
 
     @strawberry.field
     async def ingest(self, info: strawberry.Info[Context, None]) -> Ingest | None:
