@@ -24,7 +24,7 @@ async def dashboard(request: Request) -> Response:
 
 async def dashboard_asset(request: Request) -> Response:
     name = request.path_params["name"]
-    if name not in ("dashboard.js", "dashboard.css"):
+    if name not in ("dashboard.js", "charts.js", "dashboard.css"):
         return Response("not found", status_code=404)
     return FileResponse(STATIC / name, headers=HEADERS)
 

@@ -10,11 +10,12 @@ const POLL_MS = Math.max(200, Number(params.get("poll")) || 5000);
 
 const PROJECTS_QUERY = `query Dashboard {
   projects(first: 50) { edges { node {
-    id name status deadline
+    id name status completedAt deadline
     progress { total open claimed done failed canceled }
+    remainingHistory(first: 120) { bucketSeconds edges { node { at remaining } } }
     progressBySkill { skill total open claimed done failed canceled }
     forecast { remaining eta etaEarly etaLate onTrack atRisk throughputPerHour reasons
-                bySkill { skill remaining extraExpertsNeeded reason } }
+                bySkill { skill remaining throughputPerHour extraExpertsNeeded reason } }
     alerts(first: 5) { id kind message createdAt }
   } } }
 }`;
@@ -69,9 +70,9 @@ function bar(percent, label) {
                      "aria-label": label }, fill);
 }
 
-function forecastLine(p, f, finished) {
+function forecastLine(p, f) {
   const deadline = `deadline ${fmt(p.deadline)}`;
-  if (finished) return `${deadline} · all work done`;
+  if (p.status === "completed") return `${deadline} · completed ${fmt(p.completedAt)}`;
   if (!f.eta) {
     const why = f.reasons.length ? f.reasons.join("; ") : "no measured pace yet";
     return `${deadline} · forecast unknown: ${why} · ${f.remaining} remaining`;
@@ -82,24 +83,58 @@ function forecastLine(p, f, finished) {
     `${f.throughputPerHour.toFixed(1)}/h`;
 }
 
+// One judgement badge, never a reassuring one without grounds: completed, at risk, on track
+// only when the forecast says so, else "forecast unknown" (no measured pace yet).
+function verdict(p, f) {
+  if (p.status === "completed") return ["done", "completed", "completed"];
+  if (p.status === "canceled") return null;
+  if (f.atRisk) return ["at-risk", "at-risk", "at risk"];
+  if (p.deadline && f.onTrack) return ["on-track", "on-track", "on track"];
+  if (p.deadline && !f.eta) return ["unknown", "unknown", "forecast unknown"];
+  return null;
+}
+
+function alertList(alerts) {
+  const list = el("ul", { class: "alerts", "data-testid": "alerts" });
+  for (const a of alerts) {
+    list.append(el("li", { class: a.kind, "data-testid": "alert" },
+      el("time", { datetime: a.createdAt }, fmt(a.createdAt)), ` — ${a.message}`));
+  }
+  return list;
+}
+
 function renderProject(p) {
   const g = p.progress;
   const f = p.forecast;
   const percent = pct(g.done, g.total, g.canceled);
-  const title = el("h2", {}, p.name, el("span", { class: "badge status" }, p.status));
-  // One badge, never a reassuring one without grounds: finished, at risk, on track only when
-  // the forecast says so, else "forecast unknown" (no measured pace yet).
-  const finished = f.remaining === 0 && g.total > 0;
-  if (finished) title.append(el("span", { class: "badge done", "data-testid": "finished" }, "all done"));
-  else if (f.atRisk) title.append(el("span", { class: "badge at-risk", "data-testid": "at-risk" }, "at risk"));
-  else if (p.deadline && f.onTrack) title.append(el("span", { class: "badge on-track", "data-testid": "on-track" }, "on track"));
-  else if (p.deadline && !f.eta) title.append(el("span", { class: "badge unknown", "data-testid": "unknown" }, "forecast unknown"));
-  const card = el("article", { class: "project", "data-project": p.id }, title,
+  const title = el("h2", {}, p.name);
+  // active and completed speak through the verdict badge; ingesting and canceled say so here
+  if (p.status !== "active" && p.status !== "completed") {
+    title.append(el("span", { class: "badge status", "data-testid": "status" }, p.status));
+  }
+  const v = verdict(p, f);
+  if (v) title.append(el("span", { class: `badge ${v[0]}`, "data-testid": v[1] }, v[2]));
+  const card = el("article", { class: "project", "data-project": p.id, "data-status": p.status },
+    title,
     bar(percent, `${p.name} progress`),
     el("div", { class: "numbers", "data-testid": "numbers" },
        `${g.done} of ${g.total} done · ${g.open} open · ${g.claimed} in progress · ` +
        `${g.failed} failed · ${percent}%`),
-    el("div", { class: "numbers", "data-testid": "forecast" }, forecastLine(p, f, finished)));
+    el("div", { class: "numbers", "data-testid": "forecast" }, forecastLine(p, f)));
+  const live = p.status === "active";
+  const history = p.remainingHistory.edges.map((e) => e.node);
+  if (history.length) {
+    card.append(burndownChart({
+      history, deadline: p.deadline,
+      forecast: live && f.remaining > 0 ? f : null,
+      end: p.status === "completed" ? p.completedAt : null,
+      label: `${p.name}: remaining work over time`,
+    }));
+  }
+  if (live && f.bySkill.length) {
+    card.append(throughputChart({ skills: f.bySkill, deadline: p.deadline,
+                                  label: `${p.name}: throughput per skill` }));
+  }
   const bySkill = new Map(f.bySkill.map((s) => [s.skill, s]));
   for (const s of p.progressBySkill) {
     const why = bySkill.get(s.skill)?.reason;  // "no present expert holds `x`", "N more ..."
@@ -107,11 +142,7 @@ function renderProject(p) {
       `${s.skill}: ${s.done}/${s.total}` + (why ? ` · ${why}` : ""),
       bar(pct(s.done, s.total, s.canceled), `${p.name} ${s.skill} progress`)));
   }
-  if (p.alerts.length) {
-    const list = el("ul", { class: "alerts" });
-    for (const a of p.alerts) list.append(el("li", { class: a.kind }, `${fmt(a.createdAt)} — ${a.message}`));
-    card.append(list);
-  }
+  if (p.alerts.length) card.append(alertList(p.alerts));
   return card;
 }
 
