@@ -21,6 +21,7 @@ from taskroute.db.pool import Database, create_pool
 from taskroute.db.queries import Q
 from taskroute.resolvers.sweeper import sweep_once
 
+from .clock import DbClock
 from .conftest import InProcessServer
 from .conftest import test_settings as settings_for
 from .helpers import ADMIN_TOKEN, Api, tasks_of
@@ -280,3 +281,33 @@ async def test_a_last_slot_that_fails_completes_the_project(
     assert await check_invariant(db, pid) == "completed"
     progress = (await api.gql(PROJECT, {"p": pid}, customer["token"]))["project"]["progress"]
     assert progress == {"status": "completed", "done": 1}
+
+
+async def test_a_project_completed_while_at_risk_is_recorded_as_recovered(
+    api: Api, db: asyncpg.Connection, clock: DbClock
+) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    deadline = await db.fetchval("SELECT taskroute_now() + interval '1 minute'")
+    pid = (
+        await api.create_project(
+            customer["token"], tasks_of("grading", 2), deadline=deadline.isoformat()
+        )
+    )["project"]["id"]
+    await clock.advance(120)  # past the deadline with work left: at risk
+    await api.gql("mutation { evaluateDeadlines }", token=ADMIN_TOKEN)
+    alerts = "query($p: ID!) { project(id: $p) { forecast { atRisk } alerts { kind message } } }"
+    seen = (await api.gql(alerts, {"p": pid}, customer["token"]))["project"]
+    assert seen["forecast"]["atRisk"] and seen["alerts"][0]["kind"] == "at_risk"
+
+    assert await work_all(api, expert["token"], {"grade": 3}) == 2
+    assert await check_invariant(db, pid) == "completed"
+    # No longer active, yet judged once more: the risk ends with an alert that says why.
+    await api.gql("mutation { evaluateDeadlines }", token=ADMIN_TOKEN)
+    seen = (await api.gql(alerts, {"p": pid}, customer["token"]))["project"]
+    assert not seen["forecast"]["atRisk"]
+    assert seen["alerts"][0] == {"kind": "recovered", "message": "all work done"}
+    # ... and only once.
+    assert await api.gql("mutation { evaluateDeadlines }", token=ADMIN_TOKEN) == {
+        "evaluateDeadlines": 0
+    }

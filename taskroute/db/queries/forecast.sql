@@ -2,13 +2,19 @@
 -- the clock a simulator passes.
 
 -- name: forecast_counts
--- $1 project_id (NULL: every active project with a deadline), $2 clock (NULL: taskroute_now()). One
+-- $1 project_id (NULL: every active project with a deadline, and the completed ones still at
+-- risk), $2 clock (NULL: taskroute_now()). One
 -- row per (project, skill) of the target projects, from the maintained counts (task_counts.sql): an index probe per
 -- project, whatever the history. open = open + pending slots, in_flight = claimed slots.
 WITH target AS (
     SELECT p.id, p.deadline, p.min_quality
     FROM projects p
-    WHERE ($1::uuid IS NULL AND p.status = 'active' AND p.deadline IS NOT NULL)
+    WHERE ($1::uuid IS NULL AND p.deadline IS NOT NULL
+           -- a project completed while at risk is judged once more: it recovered (issue 13)
+           AND (p.status = 'active'
+                OR p.status = 'completed'
+                   AND p.id IN (SELECT r.project_id FROM project_risk r
+                                WHERE r.state = 'at_risk')))
        OR p.id = $1
 ),
 counts AS (
