@@ -233,6 +233,8 @@ class Run:
     naive: dict[float, float] = field(default_factory=dict)
     unknown: dict[float, str] = field(default_factory=dict)  # checkpoint -> reason
     alerted: bool = False
+    first_alert: float | None = None  # the checkpoint at which the first at-risk alert stood
+    recovered: bool = False  # an alert said "back on track" later
     missed: bool = False
 
 
@@ -272,6 +274,7 @@ async def run_scenario(
     held: dict[uuid.UUID, uuid.UUID] = {}
     now = 0.0
     next_check = 0
+    first_alert: float | None = None
     while events:
         now, _, kind, eid = heapq.heappop(events)
         clock = start + timedelta(seconds=now)
@@ -308,6 +311,8 @@ async def run_scenario(
                 next_check += 1
                 (f,) = await forecasts(conn, settings, pid, clock)
                 await evaluate(db, settings, wait=True, clock=clock)
+                if first_alert is None and await conn.fetchval(BQ["fa_alerts"], pid, "at_risk"):
+                    first_alert = CHECKPOINTS[next_check - 1]
                 eta = (f.eta - clock).total_seconds() if f.eta else None
                 naive = (total - done) * now / done
                 asks.append((CHECKPOINTS[next_check - 1], now, eta, "; ".join(f.reasons), naive))
@@ -317,11 +322,9 @@ async def run_scenario(
     finished = now if progress["done"] == progress["total"] else math.inf
     run = Run()
     run.missed = start + timedelta(seconds=finished) > deadline if finished < math.inf else True
-    run.alerted = bool(
-        await conn.fetchval(
-            "SELECT count(*) FROM project_alerts WHERE project_id = $1 AND kind = 'at_risk'", pid
-        )
-    )
+    run.alerted = bool(await conn.fetchval(BQ["fa_alerts"], pid, "at_risk"))
+    run.recovered = bool(await conn.fetchval(BQ["fa_alerts"], pid, "recovered"))
+    run.first_alert = first_alert
     for at, t, eta, reason, naive in asks:
         actual = finished - t
         if eta is None:
@@ -399,9 +402,14 @@ async def accuracy(args: argparse.Namespace) -> None:
             missed = sum(r.missed for r in runs)
             hit = sum(r.missed and r.alerted for r in runs)
             false = sum(r.alerted and not r.missed for r in runs)
+            raised = sorted(
+                {f"{int(100 * r.first_alert)}%" for r in runs if r.first_alert is not None}
+            )
+            back = sum(r.recovered for r in runs)
             print(
                 f"{'':<24}alerts: {hit}/{missed} projects that missed were alerted; "
-                f"{false}/{len(runs) - missed} false alarms"
+                f"{false}/{len(runs) - missed} false alarms (first raised at "
+                f"{', '.join(raised) or '-'}; {back} recovered later)"
             )
         print("targets from 30% of the work on (median <= 10%, p90 <= 25%, no worse than naive):")
         for line in verdicts:

@@ -7,10 +7,14 @@ the test itself takes (not a speed assertion).
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
 import asyncpg
 import pytest
+
+from taskroute.config import Settings
+from taskroute.resolvers.forecast import forecasts
 
 from .forecast_helpers import add_history, db_now, forecast, history_project, seen
 from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
@@ -190,3 +194,23 @@ async def test_forecast_is_private(api: Api, db: asyncpg.Connection) -> None:
 
 def _t(ts: str) -> datetime:
     return datetime.fromisoformat(ts)
+
+
+async def test_history_after_the_asked_clock_is_no_pace(api: Api, db: asyncpg.Connection) -> None:
+    """A simulator asks on its own clock (resolvers/forecast.py `clock`): submissions later
+    than that clock are not history yet, so the skill has no measured pace (no crash on the
+    experts whose every kept submission is in that future)."""
+    customer = (await api.create_customer())["token"]
+    await _two_steady_experts(api, db, customer)
+    now = await db_now(db)
+    pid = (
+        await api.create_project(
+            customer, tasks_of("grading", 6), deadline=(now + timedelta(hours=3)).isoformat()
+        )
+    )["project"]["id"]
+    settings = Settings(database_url="postgresql://unused")
+    (f,) = await forecasts(db, settings, uuid.UUID(pid), now - timedelta(hours=2))
+    (s,) = f.by_skill
+    # seen later than that clock too, so present then, with no pace yet
+    assert s.samples == 0 and f.eta is None and s.active_experts == 2
+    assert s.reason == "no pace measured yet for `grading`"

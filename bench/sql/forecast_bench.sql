@@ -42,6 +42,10 @@ UPDATE experts SET last_seen_at = $3 WHERE id = $2;
 -- $1 expert_id, $2 simulated time. The expert logs off: seen for the last time at $2.
 UPDATE experts SET last_seen_at = $2 WHERE id = $1;
 
+-- name: fa_alerts
+-- $1 project_id, $2 kind ('at_risk' | 'recovered'). How many such alerts it has.
+SELECT count(*)::int FROM project_alerts WHERE project_id = $1 AND kind = $2;
+
 -- name: fa_progress
 -- $1 project_id. Done and total slots.
 SELECT count(*) FILTER (WHERE status = 'done')::int AS done, count(*)::int AS total

@@ -37,15 +37,16 @@ ORDER BY t.id, c.skill;
 
 -- fragment: expert_cycles
 -- $1 an expert_pace row's alias, $2 the clock, $3 idle cap seconds, $4 history window seconds.
--- A row source (p_skills, p_cycles, p_newest): the expert's kept submissions within the window,
+-- A row source (p_skills, p_cycles, p_newest), one row (empty arrays when nothing is in the
+-- window, or all of it after a simulator's clock): the expert's kept submissions within the window,
 -- newest first, each with the seconds it cost (`cycle`): from the expert's previous submission
 -- (any skill) when they claimed within `idle cap` of it (the time between tasks is part of
 -- working), else from the claim (they were away: a break is not pace).
-SELECT array_agg(k.skill ORDER BY k.i) AS p_skills,
-       array_agg(greatest(extract(epoch FROM k.submitted_at
+SELECT coalesce(array_agg(k.skill ORDER BY k.i), '{}') AS p_skills,
+       coalesce(array_agg(greatest(extract(epoch FROM k.submitted_at
                  - CASE WHEN k.prev IS NOT NULL AND k.prev <= k.claimed_at
                              AND k.claimed_at - k.prev <= make_interval(secs => $3)
-                        THEN k.prev ELSE k.claimed_at END)::float8, 0.001) ORDER BY k.i)
+                        THEN k.prev ELSE k.claimed_at END)::float8, 0.001) ORDER BY k.i), '{}')
            AS p_cycles,
        max(k.submitted_at) AS p_newest
 FROM (SELECT i, $1.skills[i] AS skill, $1.claimed_at[i] AS claimed_at,
