@@ -53,7 +53,7 @@ ACTOR = "system"
 class Round:
     expired: int  # projects whose payloads stopped being kept
     deleted: int  # blobs deleted from the store
-    kept: int  # queued blobs kept: an item of a project whose payloads are kept uses them
+    kept: int  # queued blobs kept: an item whose payload is kept still uses them
 
 
 async def expire_due(db: Database) -> int:
