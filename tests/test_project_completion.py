@@ -311,3 +311,25 @@ async def test_a_project_completed_while_at_risk_is_recorded_as_recovered(
     assert await api.gql("mutation { evaluateDeadlines }", token=ADMIN_TOKEN) == {
         "evaluateDeadlines": 0
     }
+
+
+async def test_a_last_slot_failed_by_its_holders_next_claim_completes_the_project(
+    quiet: tuple[Api, Database], db: asyncpg.Connection
+) -> None:
+    """The claim gives the expert's own expired leases back first (taskroute_claim); a slot
+    out of retries fails there, and that may be the project's last work."""
+    api, _ = quiet
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    pid = (await api.create_project(customer["token"], tasks_of("grading", 1), maxRetries=0))[
+        "project"
+    ]["id"]
+    claim = await api.claim(expert["token"])
+    assert claim is not None
+    for table, column in (("tasks", "assignment_id"), ("assignments", "id")):
+        await db.execute(
+            f"UPDATE {table} SET lease_until = now() - interval '1 second' WHERE {column} = $1",
+            UUID(claim["assignmentId"]),
+        )
+    assert await api.claim(expert["token"]) is None
+    assert await check_invariant(db, pid) == "completed"
