@@ -267,18 +267,20 @@ async def test_dashboard_draws_burndown_throughput_badges_and_alerts(
                 history = (
                     await api.gql(
                         "query($p: ID!) { project(id: $p) {"
-                        " remainingHistory(first: 120) { edges { node { remaining } } } } }",
+                        " remainingHistory(first: 120) { edges { node { remaining finished } } }"
+                        " } }",
                         {"p": done},
                         tok,
                     )
                 )["project"]["remainingHistory"]["edges"]
-                # One vertex per point of the API's history, at its height on the chart's scale.
-                expected = [
-                    round(top + (1 - e["node"]["remaining"] / vmax) * (baseline - top), 1)
-                    for e in history
-                ]
+                # One vertex per point of the API's history, at its height on the chart's
+                # scale, after a first one at the whole scope (2 essays).
+                nodes = [e["node"] for e in history]
+                values = [nodes[0]["remaining"] + nodes[0]["finished"]]
+                values += [n["remaining"] for n in nodes]
+                expected = [round(top + (1 - v / vmax) * (baseline - top), 1) for v in values]
                 assert [float(p.split(",")[1]) for p in points] == expected
-                assert expected[-1] == baseline
+                assert values[0] == 2 and expected[0] == top and expected[-1] == baseline
                 x_line, x_expected, x_done = await _deadline_placement(page, svg)
                 assert abs(x_line - x_expected) < 0.2 and x_line > x_done
 

@@ -17,11 +17,19 @@ const shortTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: "2-digit",
 
 // Burn-down: remaining work over time (the history), the deadline, and the forecast from now
 // to its ETA with the early/late range as a shaded wedge.
-// history: [{at, remaining}] oldest first; forecast: {remaining, eta, etaEarly, etaLate} or
-// null (finished, or no ETA); deadline: ISO string or null; end: ISO string (completion) or null.
-function burndownChart({ history, deadline, forecast, end, label }) {
+// history: [{at, remaining, added, finished}] oldest first, in buckets of bucketSeconds;
+// forecast: {remaining, eta, etaEarly, etaLate} or null (finished, or no ETA); deadline: ISO
+// string or null; end: ISO string (completion) or null.
+function burndownChart({ history, bucketSeconds, deadline, forecast, end, label }) {
   const W = 560, H = 190, L = 44, R = 12, T = 12, B = 28;
   const pts = history.map((p) => ({ t: Date.parse(p.at), v: p.remaining }));
+  if (history.length) {
+    // The line starts at the first bucket's start with the work known then (what was left
+    // at its end plus what finished in it), so the scope shows even when it all went fast.
+    const ms = bucketSeconds * 1000;
+    const start = Math.ceil(pts[0].t / ms) * ms - ms;
+    pts.unshift({ t: start, v: history[0].remaining + history[0].finished });
+  }
   const now = end ? Date.parse(end) : Date.now();
   const t0 = pts.length ? pts[0].t : now;
   const times = [now, ...pts.map((p) => p.t)];

@@ -12,7 +12,7 @@ const PROJECTS_QUERY = `query Dashboard {
   projects(first: 50) { edges { node {
     id name status completedAt deadline
     progress { total open claimed done failed canceled }
-    remainingHistory(first: 120) { bucketSeconds edges { node { at remaining } } }
+    remainingHistory(first: 120) { bucketSeconds edges { node { at remaining added finished } } }
     progressBySkill { skill total open claimed done failed canceled }
     forecast { remaining eta etaEarly etaLate onTrack atRisk throughputPerHour reasons
                 bySkill { skill remaining throughputPerHour extraExpertsNeeded reason } }
@@ -125,7 +125,7 @@ function renderProject(p) {
   const history = p.remainingHistory.edges.map((e) => e.node);
   if (history.length) {
     card.append(burndownChart({
-      history, deadline: p.deadline,
+      history, bucketSeconds: p.remainingHistory.bucketSeconds, deadline: p.deadline,
       forecast: live && f.remaining > 0 ? f : null,
       end: p.status === "completed" ? p.completedAt : null,
       label: `${p.name}: remaining work over time`,
