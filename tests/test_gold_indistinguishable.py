@@ -113,8 +113,13 @@ async def test_gold_and_real_servings_look_the_same(
             kind = await db.fetchval(
                 "SELECT kind FROM tasks WHERE id = $1::text::uuid", claim["task"]["id"]
             )
-            for field, value in _observed(claim, beat).items():
-                seen[kind][field].add(repr(value))
+            # Gold is compared with the real work of its own project. The routing job may lend
+            # the other project's tasks a fairness boost once its class has gone without claims
+            # for a window (how soon depends on this machine's speed); those servings differ
+            # from both kinds by design, so they are not compared.
+            if claim["task"]["projectId"] == project:
+                for field, value in _observed(claim, beat).items():
+                    seen[kind][field].add(repr(value))
             await api.submit(e["token"], claim["assignmentId"], {"ok": 1})
 
     assert seen["gold"] and seen["normal"], "the run must serve both kinds"
