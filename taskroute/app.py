@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -23,8 +22,10 @@ from taskroute.config import Settings
 from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
+from taskroute.drain import Drain, DrainWebSockets
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
 from taskroute.graphql_http import SpecGraphQL
+from taskroute.jobs import Jobs
 from taskroute.observability.health import healthz, readyz, register_readiness
 from taskroute.observability.metrics import metrics_endpoint
 from taskroute.observability.requests import RequestContext
@@ -33,11 +34,11 @@ from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
 from taskroute.resolvers import batches
-from taskroute.resolvers.acceptance import run_auto_approver
-from taskroute.resolvers.alerts import run_alerts
-from taskroute.resolvers.routing import RoutingPolicy, run_routing
-from taskroute.resolvers.sweeper import run_sweeper
-from taskroute.resolvers.task_counts import run_compactor
+from taskroute.resolvers.acceptance import auto_approve_pass
+from taskroute.resolvers.alerts import evaluate
+from taskroute.resolvers.routing import RoutingPolicy, routing_once
+from taskroute.resolvers.sweeper import sweep_pass
+from taskroute.resolvers.task_counts import compact_once
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context, Services
@@ -117,6 +118,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         build_schema(introspection=settings.introspection),
         allowed_origins=settings.allowed_origins,
     )
+    # SIGTERM: WebSockets closed with 1001, jobs stopped at a safe point, then uvicorn's own
+    # graceful shutdown (drain.py)
+    drain = Drain()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -159,25 +163,36 @@ def create_app(settings: Settings | None = None) -> Starlette:
             services.credentials = cache
         # Subscriptions would miss events while the listener is down: not ready then.
         register_readiness(services, "listener", hub.ready)
+        # A draining process is not ready, so load balancers that probe stop sending to it.
+        register_readiness(services, "accepting", drain.ready)
+        services.extras["drain"] = drain
         jobs_db = services.db.for_jobs()  # never refused by admission (admission.py)
         NOTIFIER.start(jobs_db)
-        sweeper = asyncio.create_task(run_sweeper(jobs_db, settings.sweep_interval))
+        jobs = Jobs()
+        drain.on_drain(jobs.request_stop)
+
+        async def deadline_alerts() -> None:
+            await evaluate(jobs_db, settings)
+
+        async def routing() -> None:
+            await routing_once(jobs_db, routing_policy)
+
+        async def compaction() -> None:
+            await compact_once(jobs_db)
+
+        jobs.every("lease sweeper", settings.sweep_interval, lambda: sweep_pass(jobs_db))
         # on_review work past its auto-approval delay (issue 20), beside the sweeper
-        auto_approver = asyncio.create_task(run_auto_approver(jobs_db, settings.sweep_interval))
-        deadline_alerts = asyncio.create_task(run_alerts(jobs_db, settings))
-        counts = asyncio.create_task(run_compactor(jobs_db, settings.counts_interval))
-        routing = asyncio.create_task(
-            run_routing(jobs_db, routing_policy, settings.routing_interval)
-        )
-        batch_runtime = await batches.start(services)
+        jobs.every("auto-approval", settings.sweep_interval, lambda: auto_approve_pass(jobs_db))
+        jobs.every("deadline alerts", settings.forecast_interval, deadline_alerts)
+        jobs.every("routing", settings.routing_interval, routing)
+        jobs.every("task-count compaction", settings.counts_interval, compaction)
+        batch_runtime = await batches.start(services, jobs)
+        drain.hook_signals()
         try:
             yield {"services": services}
         finally:
+            await jobs.stop(settings.shutdown_grace)
             await batch_runtime.stop()
-            for job in (sweeper, auto_approver, deadline_alerts, counts, routing):
-                job.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await job
             await NOTIFIER.stop()
             await hub.stop()
             await pool.close()
@@ -198,5 +213,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
         exception_handlers={TaskrouteError: _taskroute_error},
     )
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(DrainWebSockets, drain=drain)
     app.add_middleware(RequestContext)  # outermost: ids and access logs cover every response
     return app

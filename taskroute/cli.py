@@ -50,6 +50,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         loop="uvloop",
         http="httptools",
         ws_ping_interval=20,
+        # SIGTERM: requests still running after this are cancelled (drain.py)
+        timeout_graceful_shutdown=settings.shutdown_grace,
         # longer than typical clients' and load balancers' idle timeouts
         timeout_keep_alive=75,
         log_level=args.log_level,

@@ -57,6 +57,9 @@ class Settings:
     admission_claim_queue: int = 200
     # Seconds between sweeps of expired leases.
     sweep_interval: float = 5.0
+    # SIGTERM: seconds in-flight requests and running background-job passes may take to
+    # finish before they are cancelled (give the process manager's kill timeout more).
+    shutdown_grace: float = 30.0
     # REST 204 Retry-After seconds when there is nothing to claim.
     retry_after: int = 10
     # Largest request body accepted, in bytes (rejected before it is buffered).
@@ -153,6 +156,7 @@ class Settings:
             admission_queue=_int("TASKROUTE_ADMISSION_QUEUE", 1000),
             admission_claim_queue=_int("TASKROUTE_ADMISSION_CLAIM_QUEUE", 200),
             sweep_interval=_float("TASKROUTE_SWEEP_INTERVAL", 5.0),
+            shutdown_grace=_float("TASKROUTE_SHUTDOWN_GRACE", 30.0),
             retry_after=_int("TASKROUTE_RETRY_AFTER", 10),
             max_body_bytes=_int("TASKROUTE_MAX_BODY_BYTES", 32 * 1024 * 1024),
             max_payload_bytes=_int("TASKROUTE_MAX_PAYLOAD_BYTES", 1024 * 1024),

@@ -104,6 +104,15 @@ class ServeProcess:
             self.proc.wait(timeout=10)
         self._close_log()
 
+    def sigterm(self, timeout: float = 60) -> int:
+        """A graceful stop (what a process manager sends on a restart): SIGTERM, then wait
+        for the process to drain and exit; its exit code."""
+        assert self.proc is not None
+        self.proc.terminate()
+        code = self.proc.wait(timeout=timeout)
+        self._close_log()
+        return code
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -250,6 +259,15 @@ class PrivatePgBouncer:
 
     def _log_tail(self) -> str:
         return self.log.read_text()[-2000:] if self.log.exists() else "(no log)"
+
+    def sigterm(self, timeout: float = 60) -> int:
+        """A graceful stop (what a process manager sends on a restart): SIGTERM, then wait
+        for the process to drain and exit; its exit code."""
+        assert self.proc is not None
+        self.proc.terminate()
+        code = self.proc.wait(timeout=timeout)
+        self._close_log()
+        return code
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -12,7 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 import httpx
@@ -40,7 +40,14 @@ class Tally:
     done: int = 0
 
 
-async def call(http: httpx.AsyncClient, tally: Tally, query: str, token: str, **variables: Any):
+class Poster(Protocol):
+    """An httpx client, or anything that sends a POST somewhere like one (tests/test_restart's
+    load balancer)."""
+
+    async def post(self, url: str, **kwargs: Any) -> httpx.Response: ...
+
+
+async def call(http: Poster, tally: Tally, query: str, token: str, **variables: Any):
     """POST one operation until it gets an answer that is not a transient failure."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -72,7 +79,7 @@ async def call(http: httpx.AsyncClient, tally: Tally, query: str, token: str, **
     raise AssertionError("no answer within 60 s")
 
 
-async def expert_loop(http: httpx.AsyncClient, token: str, tally: Tally, stop: asyncio.Event):
+async def expert_loop(http: Poster, token: str, tally: Tally, stop: asyncio.Event):
     while not stop.is_set():
         claim = (await call(http, tally, CLAIM, token))["claimNextTask"]
         if claim is None:
@@ -105,16 +112,22 @@ async def wait_for(predicate: Any, timeout: float) -> None:
 async def run_until_all_done(
     url: str, tokens: list[str], tally: Tally, total: int, faults: Any
 ) -> None:
-    stop = asyncio.Event()
     limits = httpx.Limits(max_connections=50)
     async with httpx.AsyncClient(base_url=url, limits=limits) as http:
-        loops = [asyncio.create_task(expert_loop(http, t, tally, stop)) for t in tokens]
-        try:
-            await faults()
-            await wait_for(lambda: tally.done >= total or any(t.done() for t in loops), 90)
-        finally:
-            stop.set()
-            results = await asyncio.gather(*loops, return_exceptions=True)
+        await drive(http, tokens, tally, total, faults)
+
+
+async def drive(http: Poster, tokens: list[str], tally: Tally, total: int, faults: Any) -> None:
+    """Every expert loops claim -> submit through `http` while `faults()` runs, until `total`
+    tasks are done; an expert's failure fails the test."""
+    stop = asyncio.Event()
+    loops = [asyncio.create_task(expert_loop(http, t, tally, stop)) for t in tokens]
+    try:
+        await faults()
+        await wait_for(lambda: tally.done >= total or any(t.done() for t in loops), 90)
+    finally:
+        stop.set()
+        results = await asyncio.gather(*loops, return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException):
             raise result

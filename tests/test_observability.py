@@ -87,7 +87,10 @@ async def test_access_log_is_json_with_request_id(api: Api, json_lines: list[str
 async def test_readyz_reports_checks(api: Api) -> None:
     r = await api.http.get("/readyz")
     assert r.status_code == 200
-    assert r.json() == {"status": "ready", "checks": {"database": "ok", "listener": "ok"}}
+    assert r.json() == {
+        "status": "ready",
+        "checks": {"database": "ok", "listener": "ok", "accepting": "ok"},
+    }
 
 
 async def test_metrics_need_a_scraper_token(api: Api) -> None:

@@ -22,7 +22,6 @@ accepted assignment, whoever decided and however many decided at once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ import asyncpg
 from taskroute.auth import Viewer, project_allowed
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import BadInput, NotFound, Unavailable
+from taskroute.errors import BadInput, NotFound
 from taskroute.resolvers import cursors
 from taskroute.resolvers import validation as v
 
@@ -228,15 +227,6 @@ async def auto_approve_once(db: Database) -> int:
     return len(rows)
 
 
-async def run_auto_approver(db: Database, interval: float) -> None:
-    while True:
-        try:
-            while await auto_approve_once(db) == AUTO_APPROVE_BATCH:
-                pass
-        except asyncio.CancelledError:
-            raise
-        except Unavailable as exc:  # the database is restarting or busy: expected, no trace
-            log.warning("auto-approval skipped: %s; retrying in %.1fs", exc.message, interval)
-        except Exception:  # keep going through transient database trouble
-            log.exception("auto-approval failed; retrying in %.1fs", interval)
-        await asyncio.sleep(interval)
+async def auto_approve_pass(db: Database) -> bool:
+    """One auto-approval batch for the background jobs (jobs.py); True when it was full."""
+    return await auto_approve_once(db) == AUTO_APPROVE_BATCH

@@ -16,7 +16,6 @@ writes none. One process evaluates at a time (advisory lock), like the lease swe
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -121,17 +120,6 @@ async def evaluate(
     if written:
         log.info("deadline evaluator wrote %d alerts", written)
     return written
-
-
-async def run_alerts(db: Database, settings: Settings) -> None:
-    while True:
-        try:
-            await evaluate(db, settings)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # keep evaluating through transient database trouble
-            log.exception("deadline evaluation failed; retrying")
-        await asyncio.sleep(settings.forecast_interval)
 
 
 async def risk(db: Database, project_id: UUID) -> Risk:

@@ -8,8 +8,6 @@ see `ingest.py`. Also the audit log query and the per-process runtime (store, wo
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +24,7 @@ from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 if TYPE_CHECKING:
+    from taskroute.jobs import Jobs
     from taskroute.schema.context import Services
 
 log = logging.getLogger(__name__)
@@ -168,21 +167,16 @@ async def audit_page(
 @dataclass
 class Runtime:
     blobs: BlobStore
-    # the ingest worker and the payload retention job
-    tasks: list[asyncio.Task[None]]
 
     async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """After the jobs stopped (the ingest worker writes to the store until then)."""
         # payload URL signing stays configured: another app in this process may still use it
         await self.blobs.close()
 
 
-async def start(services: Services) -> Runtime:
+async def start(services: Services, jobs: Jobs) -> Runtime:
     """Called by the app's lifespan: the blob store, payload URLs, the ingest worker and the
-    payload retention job."""
+    payload retention job (two of the process's background jobs)."""
     s = services.settings
     blobs = open_blob_store(s.blob_url, s.data_dir, s.blob_concurrency)
     secret = await payloads.load_secret(services.db, s.url_secret)
@@ -190,11 +184,11 @@ async def start(services: Services) -> Runtime:
     worker = ingest.IngestWorker(services.db, blobs, s)
     services.extras["blobs"] = blobs
     services.extras["ingest_worker"] = worker
-    task = asyncio.create_task(worker.run(), name="ingest-worker")
+    jobs.spawn("ingest worker", worker.run(), on_stop=worker.stop_at_safe_point)
     # never refused by admission (admission.py), like the other background jobs
-    purge = asyncio.create_task(
-        retention.run_retention(services.db.for_jobs(), blobs, s.retention_interval),
-        name="payload-retention",
+    purge_db = services.db.for_jobs()
+    jobs.every(
+        "payload retention", s.retention_interval, lambda: retention.retention_pass(purge_db, blobs)
     )
     log.info("payloads in %s; ingest worker and retention job started", blobs.url)
-    return Runtime(blobs, [task, purge])
+    return Runtime(blobs)

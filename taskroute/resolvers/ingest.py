@@ -144,9 +144,15 @@ class IngestWorker:
         self.blobs = blobs
         self.settings = settings
         self._wake = asyncio.Event()
+        self._stopping = False
 
     def wake(self) -> None:
         """A job was just accepted here: start now instead of at the next poll."""
+        self._wake.set()
+
+    def stop_at_safe_point(self) -> None:
+        """Shutdown (jobs.py): finish the chunk in hand, take no other."""
+        self._stopping = True
         self._wake.set()
 
     async def run(self) -> None:
@@ -155,10 +161,10 @@ class IngestWorker:
         await asyncio.gather(*loops)
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
             try:
-                while await self.step():
+                while not self._stopping and await self.step():
                     pass
                 await self.db.execute(Q["ingest_chunks_of_canceled_delete"])
             except asyncio.CancelledError:

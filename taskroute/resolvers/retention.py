@@ -23,7 +23,6 @@ transaction that saw its blob deleted (or kept).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ import asyncpg
 from taskroute.blobs import BlobStore, BlobStoreError
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import Unavailable
 from taskroute.resolvers import accounts
 from taskroute.resolvers.payloads import BLOB_WRITES_LOCK_KEY
 
@@ -143,16 +141,9 @@ async def retention_once(db: Database, blobs: BlobStore) -> Round:
     return Round(expired, deleted, kept)
 
 
-async def run_retention(db: Database, blobs: BlobStore, interval: float) -> None:
-    while True:
-        try:
-            await retention_once(db, blobs)
-        except asyncio.CancelledError:
-            raise
-        except Unavailable as exc:  # the database is restarting or busy: expected, no trace
-            log.warning("payload retention skipped: %s; retrying in %.1fs", exc.message, interval)
-        except BlobStoreError as exc:  # the store is down: the queue waits for it
-            log.warning("payload retention: %s; retrying in %.1fs", exc, interval)
-        except Exception:  # keep going through transient trouble
-            log.exception("payload retention failed; retrying in %.1fs", interval)
-        await asyncio.sleep(interval)
+async def retention_pass(db: Database, blobs: BlobStore) -> None:
+    """One pass for the background jobs (jobs.py); a store that is down waits for the next."""
+    try:
+        await retention_once(db, blobs)
+    except BlobStoreError as exc:  # the store is down: the queue waits for it
+        log.warning("payload retention: %s; retrying at the next pass", exc)

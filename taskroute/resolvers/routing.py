@@ -6,7 +6,6 @@ The claim (`task_claim`) only reads what this job maintains (`tasks.eff_priority
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -108,14 +107,3 @@ async def routing_once(
     for b in report.bumps:
         log.info("project %s %sed (remaining %d)", b["project_id"], b["kind"], b["remaining"])
     return report
-
-
-async def run_routing(db: Database, policy: RoutingPolicy, interval: float) -> None:
-    while True:
-        try:
-            await routing_once(db, policy)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # keep routing through transient database trouble
-            log.exception("routing job failed; retrying in %.1fs", interval)
-        await asyncio.sleep(interval)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import Unavailable
 from taskroute.observability import metrics
 from taskroute.realtime import notify
 from taskroute.resolvers.claims import SWEEP_BATCH
@@ -42,15 +40,7 @@ async def sweep_once(db: Database, clock: datetime | None = None) -> int:
     return len(released)
 
 
-async def run_sweeper(db: Database, interval: float) -> None:
-    while True:
-        try:
-            while await sweep_once(db) == SWEEP_BATCH:
-                pass
-        except asyncio.CancelledError:
-            raise
-        except Unavailable as exc:  # the database is restarting or busy: expected, no trace
-            log.warning("sweep skipped: %s; retrying in %.1fs", exc.message, interval)
-        except Exception:  # keep sweeping through transient database trouble
-            log.exception("sweep failed; retrying in %.1fs", interval)
-        await asyncio.sleep(interval)
+async def sweep_pass(db: Database) -> bool:
+    """One sweep for the background jobs (jobs.py); True when the batch was full, so more
+    expired leases are waiting."""
+    return await sweep_once(db) == SWEEP_BATCH

@@ -7,12 +7,10 @@ deltas, so they are exact whenever this runs; it only keeps the deltas few (chea
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -27,16 +25,3 @@ async def compact_once(db: Database) -> int | None:
             return None
         folded: int = await conn.fetchval(Q["task_counts_compact"])
     return folded
-
-
-async def run_compactor(db: Database, interval: float) -> None:
-    while True:
-        try:
-            await compact_once(db)
-        except asyncio.CancelledError:
-            raise
-        except Unavailable as exc:  # the database is restarting or busy: expected, no trace
-            log.warning("task-count compaction skipped: %s", exc.message)
-        except Exception:  # keep compacting through transient database trouble
-            log.exception("task-count compaction failed; retrying in %.1fs", interval)
-        await asyncio.sleep(interval)
