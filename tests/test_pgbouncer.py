@@ -40,30 +40,30 @@ def small_bouncer(pg_admin_dsn: str) -> Iterator[PrivatePgBouncer]:
 
 @pytest.mark.parametrize("cache_size", [100, 0])
 async def test_a_statement_prepared_on_one_server_connection_is_missing_on_the_next(
-    small_bouncer: PrivatePgBouncer, database_url: str, db: asyncpg.Connection, cache_size: int
+    small_bouncer: PrivatePgBouncer, database_url: str, cache_size: int
 ) -> None:
-    """The control: with asyncpg's statement cache on, a client's second statement may run on
+    """The control: with asyncpg's statement cache on, a client's next transaction may run on
     another server connection than the one it prepared on, and fails. If the cached case ever
     passed, the fixture would not be pooling by transaction and the tests through it would
     prove nothing; with the cache off (what a pooled URL gets) the same steps work."""
-    client = await asyncpg.connect(
-        small_bouncer.url_for(database_url), statement_cache_size=cache_size
-    )
+    url = small_bouncer.url_for(database_url)
+    client = await asyncpg.connect(url, statement_cache_size=cache_size)
+    other = await asyncpg.connect(url, statement_cache_size=0)
     try:
+        # prepared (and cached, with the cache on) on PgBouncer's only server connection
         assert await client.fetchval("SELECT $1::int + 1", 1) == 2
-        # Every server connection PgBouncer holds for this database goes away; the client's
-        # next transaction gets a fresh one (as after PgBouncer recycles a server connection).
-        await db.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        if cache_size:
-            with pytest.raises(asyncpg.PostgresError, match="prepared statement"):
-                await client.fetchval("SELECT $1::int + 1", 1)
-        else:
-            assert await client.fetchval("SELECT $1::int + 1", 2) == 3
+        # Another client's open transaction holds that server connection now, so PgBouncer
+        # gives the client's next statement a second one, which never saw the preparation.
+        async with other.transaction():
+            await other.fetchval("SELECT 1")
+            if cache_size:
+                with pytest.raises(asyncpg.PostgresError, match="prepared statement"):
+                    await client.fetchval("SELECT $1::int + 1", 1)
+            else:
+                assert await client.fetchval("SELECT $1::int + 1", 2) == 3
     finally:
         await client.close()
+        await other.close()
 
 
 def test_a_separate_direct_url_turns_the_statement_cache_off() -> None:
