@@ -38,6 +38,9 @@ from websockets.typing import Subprotocol
 
 log = logging.getLogger(__name__)
 
+# WebSocket close code of a server going away (a restart): reconnect elsewhere at once.
+GOING_AWAY = 1001
+
 PROTOCOL = Subprotocol("graphql-transport-ws")
 TASK_AVAILABLE = "subscription($s: [String!]) { taskAvailable(skills: $s) { skill } }"
 
@@ -301,6 +304,10 @@ class Worker:
                             return
                         elif msg.get("type") in ("error", "complete"):
                             break
+                    if ws.close_code == GOING_AWAY:
+                        # The server is restarting (it drains on SIGTERM): claim again now,
+                        # which the load balancer sends to another process, and wait there.
+                        return
                 # closed or refused: wait out the rest of the re-check period, not a loop
                 await asyncio.sleep(self.recheck_every)
         except TimeoutError:

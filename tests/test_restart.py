@@ -19,6 +19,8 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
+from taskroute.client import Worker
+
 from .conftest import DbRoute, InProcessServer
 from .helpers import ADMIN_TOKEN, Api
 from .procs import ServeProcess
@@ -141,3 +143,18 @@ async def test_drain_closes_sockets_with_1001_and_turns_readiness_off(
         pytest.fail("a WebSocket opened while draining was kept")
     # HTTP requests are still served meanwhile: uvicorn finishes them during its shutdown.
     assert await api.claim(expert["token"]) is None
+
+
+async def test_an_idle_worker_claims_again_at_once_when_its_server_goes_away(
+    server: InProcessServer, api: Api
+) -> None:
+    """taskroute.client waits on taskAvailable; a 1001 ends the wait at once (not after its
+    re-check period), so the worker claims again through the load balancer."""
+    expert = await api.create_expert(["nothing-to-do"])
+    drain = server.server.lifespan.state["services"].extras["drain"]
+    async with Worker(api.base_url, expert["token"], recheck_every=600) as worker:
+        waiting = asyncio.create_task(worker.wait_for_work(["nothing-to-do"]))
+        while not drain.sockets:  # the worker's socket is open
+            await asyncio.sleep(0.01)
+        await drain.begin()
+        await asyncio.wait_for(waiting, 30)
