@@ -33,6 +33,7 @@ from taskroute.realtime.backend import PostgresNotifyBackend
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
+from taskroute.realtime.tickets import WakeTickets
 from taskroute.resolvers import batches
 from taskroute.resolvers.acceptance import auto_approve_pass
 from taskroute.resolvers.alerts import evaluate
@@ -149,7 +150,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
             probe_interval=settings.listen_probe_interval,
             probe_timeout=settings.listen_probe_timeout,
         )
-        hub = Hub(listener, services.db)
+        tickets = None
+        if settings.wake_coordination:
+            tickets = WakeTickets(
+                services.db.for_jobs(),  # never refused by admission: a refusal would cost
+                # a duplicate wake-up (the local fallback), not a lost one
+                ack_seconds=settings.wake_ack_seconds,
+                max_announcements=settings.wake_max_announcements,
+            )
+        hub = Hub(listener, services.db, tickets=tickets)
         await hub.start()
         services.extras["hub"] = hub
         if settings.credential_cache_size > 0:

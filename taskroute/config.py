@@ -94,6 +94,14 @@ class Settings:
     listen_probe_interval: float = 5.0
     # Seconds a probe may take; two probes in a row without an answer replace the connection.
     listen_probe_timeout: float = 5.0
+    # Wake-ups across processes (issue 16, realtime/tickets.py): processes share each opened
+    # task's wake-up through Postgres, so one task wakes about one expert in all (off: each
+    # process wakes its own, N processes -> about N experts per task). A woken expert not seen
+    # (claim or heartbeat) within `wake_ack_seconds` is taken as gone and the wake-up goes to
+    # another, at most `wake_max_announcements` announcements per task in all.
+    wake_coordination: bool = True
+    wake_ack_seconds: float = 10.0
+    wake_max_announcements: int = 3
     # Credential cache (issue 11): token hashes remembered per process (LRU; 0 turns the cache
     # off), and seconds an entry may serve at most before the database is asked again
     # (revocations normally arrive within a second by NOTIFY; this bounds the worst case).
@@ -164,6 +172,9 @@ class Settings:
             introspection=_bool("TASKROUTE_INTROSPECTION", True),
             listen_probe_interval=_float("TASKROUTE_LISTEN_PROBE_INTERVAL", 5.0),
             listen_probe_timeout=_float("TASKROUTE_LISTEN_PROBE_TIMEOUT", 5.0),
+            wake_coordination=_bool("TASKROUTE_WAKE_COORDINATION", True),
+            wake_ack_seconds=_float("TASKROUTE_WAKE_ACK_SECONDS", 10.0),
+            wake_max_announcements=_int("TASKROUTE_WAKE_MAX_ANNOUNCEMENTS", 3),
             credential_cache_size=_int("TASKROUTE_CREDENTIAL_CACHE_SIZE", 100_000),
             credential_cache_max_age=_float("TASKROUTE_CREDENTIAL_CACHE_MAX_AGE", 60.0),
             allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),

@@ -29,7 +29,9 @@ def skill_channel(skill: str) -> str:
 
 
 def _nonce() -> str:
-    return secrets.token_hex(4)
+    # 64 bits: it also names the announcement's wake tickets (realtime/tickets.py), which
+    # must not collide among the announcements of the last minute
+    return secrets.token_hex(8)
 
 
 def tasks_payloads(
@@ -50,6 +52,27 @@ def tasks_payloads(
         body["x"] = _nonce()
         out.append(json.dumps(body, separators=(",", ":")))
     return out
+
+
+# A unit announced again carries at most this many experts to pass over (about 40 bytes each).
+MAX_SKIP = 50
+
+
+def reannounce_payload(
+    project_id: str, units: int, min_quality: float, attempt: int, skip: Iterable[str]
+) -> str:
+    """Units of one project announced again (realtime/tickets.py), one payload per project:
+    the tasks payload plus "a" (the how-manieth announcement of these units) and "s" (experts
+    not to wake: they were woken for these units and were not seen since)."""
+    body: dict[str, Any] = {"p": {project_id: units}}
+    if min_quality > 0:
+        body["q"] = {project_id: round(min_quality, 4)}
+    body["a"] = attempt
+    skipped = sorted(set(skip))[:MAX_SKIP]
+    if skipped:
+        body["s"] = skipped
+    body["x"] = _nonce()
+    return json.dumps(body, separators=(",", ":"))
 
 
 def progress_payloads(project_ids: Iterable[str]) -> list[str]:

@@ -7,7 +7,9 @@ most one pending hint per skill it listens to, a `projectProgress` watcher only 
 counts. Memory per subscription is therefore bounded, however slow its consumer.
 
 Task hints wake roughly as many idle waiters as tasks opened (not every idle expert of the
-skill), taking them in a rotation per skill so that the same expert is not always first.
+skill), taking them in a rotation per skill so that the same expert is not always first. With
+`tickets` (realtime/tickets.py) that holds across processes: each hint is a ticket whose units
+the processes take through Postgres, so one opened task wakes about one expert in all.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from taskroute.observability import metrics
 
 from .backend import RESYNC_CHANNEL
 from .channels import PROGRESS_CHANNEL, parse, skill_channel
+from .tickets import Ticket, WakeTickets
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,13 @@ class Hint:
 
 
 class TaskWaiter:
-    """One `taskAvailable` subscription: at most one pending hint per skill."""
+    """One `taskAvailable` subscription: at most one pending hint per skill.
+
+    Slots and a future created only while waiting (not an asyncio.Event, whose waiter deque
+    alone is ~700 bytes): ten thousand idle subscribers on one process must stay cheap."""
+
+    __slots__ = ("id", "expert_id", "skills", "quality", "reserved", "closed", "_pending",
+                 "_sending", "_wakeup")  # fmt: skip
 
     def __init__(
         self, expert_id: UUID, skills: Sequence[str], quality: dict[str, float] | None = None
@@ -56,26 +65,46 @@ class TaskWaiter:
         self.skills = tuple(skills)
         # the expert's quality per skill when subscribing (tasks may require a minimum)
         self.quality = quality or {}
-        self._pending: dict[str, str | None] = {}
-        self._event = asyncio.Event()
+        self.reserved = False  # a candidate in a wake-ticket take that is running
+        self.closed = False
+        # skill -> (project id or None for a re-check, wake delivery id or None)
+        self._pending: dict[str, tuple[str | None, int | None]] = {}
+        self._sending: int | None = None  # delivery of the hint being sent
+        self._wakeup: asyncio.Future[None] | None = None
 
     @property
     def idle(self) -> bool:
         """Not holding an undelivered hint (a waiter already woken is not woken again)."""
         return not self._pending
 
-    def offer(self, skill: str, project_id: str | None) -> None:
-        if skill in self._pending and self._pending[skill] is None:
+    def offer(self, skill: str, project_id: str | None, delivery: int | None = None) -> None:
+        held = self._pending.get(skill)
+        if held is not None and held[0] is None:
             return  # a pending re-check of this skill already covers any project
-        self._pending[skill] = project_id
-        self._event.set()
+        if held is not None and delivery is None:
+            delivery = held[1]  # keep track of the delivery this hint still carries
+        self._pending[skill] = (project_id, delivery)
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     async def next(self) -> Hint:
+        # The subscription asks for the next hint only once the previous one was sent.
+        self._sending = None
         while not self._pending:
-            self._event.clear()
-            await self._event.wait()
+            self._wakeup = asyncio.get_running_loop().create_future()
+            try:
+                await self._wakeup
+            finally:
+                self._wakeup = None
         skill = next(iter(self._pending))
-        return Hint(skill, self._pending.pop(skill))
+        project_id, self._sending = self._pending.pop(skill)
+        return Hint(skill, project_id)
+
+    def undelivered(self) -> list[int]:
+        """Wake deliveries whose hint has not reached the subscriber (it is leaving)."""
+        held = [d for _, d in self._pending.values() if d is not None]
+        return held + [self._sending] if self._sending is not None else held
 
 
 @dataclass(eq=False)  # identity semantics: watches live in sets
@@ -118,11 +147,19 @@ _ZERO: dict[str, Any] = {
 
 class Hub:
     def __init__(
-        self, backend: BroadcastBackend, db: Database, progress_interval: float = 0.3
+        self,
+        backend: BroadcastBackend,
+        db: Database,
+        progress_interval: float = 0.3,
+        tickets: WakeTickets | None = None,
     ) -> None:
         self.backend = backend
         self.db = db
         self.progress_interval = progress_interval
+        # None: every process wakes its own waiters for every hint (a single process, tests)
+        self.tickets = tickets
+        if tickets is not None:
+            tickets.waiters = self
         # skill -> waiters in wake order (front: next to wake)
         self._rotation: dict[str, OrderedDict[int, TaskWaiter]] = {}
         self._channel_skill: dict[str, str] = {}
@@ -191,6 +228,8 @@ class Hub:
             # fully started subscriptions (listening, initial check done)
             "task_waiters": self._started_waiters,
             "wakeups": self.wakeups,
+            "events": self.events,
+            "wake_tickets": self.tickets.stats() if self.tickets is not None else None,
             "progress_watchers": sum(len(w) for w in self._watches.values()),
         }
 
@@ -200,6 +239,11 @@ class Hub:
             asyncio.create_task(self._dispatch(), name="hub-dispatch"),
             asyncio.create_task(self._refresh_progress(), name="hub-progress"),
         ]
+        if self.tickets is not None:
+            self._tasks += [
+                asyncio.create_task(self.tickets.run(), name="hub-wake-tickets"),
+                asyncio.create_task(self.tickets.reap_forever(), name="hub-wake-reaper"),
+            ]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -242,8 +286,12 @@ class Hub:
             self._started_waiters += 1
             yield waiter
         finally:
+            waiter.closed = True
             if started:
                 self._started_waiters -= 1
+            undelivered = waiter.undelivered()
+            if undelivered and self.tickets is not None:
+                self.tickets.hand_back(undelivered)
             for skill in waiter.skills:
                 rotation = self._rotation.get(skill)
                 if rotation is None:
@@ -269,22 +317,53 @@ class Hub:
             self._listens[channel] = listen
         await asyncio.shield(listen)
 
-    def _wake(self, skill: str, project_id: str, count: int, min_quality: float = 0.0) -> None:
-        rotation = self._rotation.get(skill)
-        if not rotation:
-            return
-        woken = []
+    def _wake(
+        self,
+        skill: str,
+        project_id: str,
+        count: int,
+        min_quality: float = 0.0,
+        skip: frozenset[str] = frozenset(),
+    ) -> None:
+        """Wake up to `count` of this process's idle waiters, uncoordinated."""
+        ticket = Ticket("", skill, project_id, count, min_quality, skip=skip)
+        for waiter in self.candidates(ticket, count):
+            self.deliver(waiter, skill, project_id, None)
+
+    # --- what the wake-ticket taker asks of the hub (tickets.Waiters) -------------------
+
+    def candidates(self, ticket: Ticket, limit: int) -> list[TaskWaiter]:
+        """Up to `limit` idle waiters that may take the ticket's tasks, in rotation order."""
+        rotation = self._rotation.get(ticket.skill)
+        found: list[TaskWaiter] = []
+        if not rotation or limit <= 0:
+            return found
+        # float32 in Postgres: compare with a little slack, as a hint may be generous
+        least = ticket.min_quality - 1e-6
         for waiter in rotation.values():
-            if len(woken) >= count:
-                break
-            # float32 in Postgres: compare with a little slack, as a hint may be generous
-            if waiter.idle and waiter.quality.get(skill, 1.0) >= min_quality - 1e-6:
-                woken.append(waiter)
-        for waiter in woken:
-            waiter.offer(skill, project_id)
+            if (
+                waiter.idle
+                and not waiter.reserved
+                and waiter.quality.get(ticket.skill, 1.0) >= least
+                and not (ticket.skip and str(waiter.expert_id) in ticket.skip)
+            ):
+                found.append(waiter)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def deliverable(self, waiter: TaskWaiter) -> bool:
+        return not waiter.closed and waiter.idle
+
+    def deliver(
+        self, waiter: TaskWaiter, skill: str, project_id: str, delivery: int | None
+    ) -> None:
+        waiter.offer(skill, project_id, delivery)
+        rotation = self._rotation.get(skill)
+        if rotation is not None and waiter.id in rotation:
             rotation.move_to_end(waiter.id)  # fairness: the next task goes to someone else
-        self.wakeups += len(woken)
-        metrics.WAKEUPS.inc(len(woken))
+        self.wakeups += 1
+        metrics.WAKEUPS.inc()
 
     def _resync_all(self) -> None:
         seen: set[int] = set()
@@ -392,7 +471,23 @@ class Hub:
         if skill is None or not isinstance(projects, dict):
             return
         quality = data.get("q") if isinstance(data.get("q"), dict) else {}
+        nonce = data.get("x")
+        attempt = data.get("a", 1)
+        skip = data.get("s")
+        passed_over = (
+            frozenset(e for e in skip if isinstance(e, str))
+            if isinstance(skip, list)
+            else frozenset()
+        )
         for project_id, count in projects.items():
             q = quality.get(project_id, 0.0)
-            if isinstance(count, int) and isinstance(q, int | float):
-                self._wake(skill, str(project_id), count, float(q))
+            if not (isinstance(count, int) and count > 0 and isinstance(q, int | float)):
+                continue
+            if self.tickets is None or not isinstance(nonce, str) or not isinstance(attempt, int):
+                # uncoordinated, or a hint from a sender that names no announcement
+                self._wake(skill, str(project_id), count, float(q), passed_over)
+                continue
+            self.tickets.offer(
+                Ticket(f"{nonce}:{project_id}", skill, str(project_id), count, float(q),
+                       attempt, passed_over)
+            )  # fmt: skip

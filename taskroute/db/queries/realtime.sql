@@ -46,3 +46,73 @@ CROSS JOIN LATERAL (
 ) c
 WHERE p.id = ANY ($1::uuid[]);
 
+
+-- name: wake_take
+-- Issue 16 (0018_wake_tickets.sql). One row per announcement this process wants units of:
+-- $1 ticket keys, $2 tasks each announced, $3 units wanted (this process's idle subscribers
+-- able to take them). One row per candidate subscriber: $4 its ticket key, $5 its rank among
+-- that ticket's candidates (1..wanted), $6 the process's id for it, $7 expert_id, $8 skill,
+-- $9 project_id, $10 min_quality, $11 attempt; $12 seconds a delivery waits for its expert to
+-- be seen before it is announced again.
+-- Each ticket row is locked by the upsert, so concurrent takers of one announcement run one
+-- after the other and together never get more than `announced`; a taker gets
+-- least(wanted, what is left). A delivery is recorded for the first `granted` candidates of
+-- each ticket; the rows returned are the grants (none for a ticket: nothing left).
+WITH took AS (
+    INSERT INTO wake_tickets AS t (key, announced, taken, last_take)
+    SELECT w.key, w.announced, least(w.announced, w.wanted), least(w.announced, w.wanted)
+    FROM unnest($1::text[], $2::int[], $3::int[]) AS w(key, announced, wanted)
+    ON CONFLICT (key) DO UPDATE
+        SET taken = t.taken + least(t.announced - t.taken, excluded.last_take),
+            last_take = least(t.announced - t.taken, excluded.last_take)
+    RETURNING t.key, t.last_take AS granted
+)
+INSERT INTO wake_deliveries
+    (ticket, subscriber, expert_id, skill, project_id, min_quality, attempt, due_at)
+SELECT c.key, c.subscriber, c.expert_id, c.skill, c.project_id, c.min_quality, c.attempt,
+       now() + make_interval(secs => $12)
+FROM unnest($4::text[], $5::int[], $6::bigint[], $7::uuid[], $8::text[], $9::uuid[],
+            $10::real[], $11::int[])
+     AS c(key, rank, subscriber, expert_id, skill, project_id, min_quality, attempt)
+JOIN took ON took.key = c.key AND c.rank <= took.granted
+RETURNING id, ticket, subscriber;
+
+-- name: wake_hand_back
+-- $1 delivery ids whose subscriber left before its hint was sent. Forgets them and returns
+-- what to announce again, per (skill, project): units, least min_quality, attempt.
+WITH gone AS (
+    DELETE FROM wake_deliveries WHERE id = ANY ($1::bigint[]) RETURNING *
+)
+SELECT skill, project_id, count(*)::int AS units, min(min_quality) AS min_quality,
+       max(attempt) AS attempt, ARRAY[]::uuid[] AS skip
+FROM gone
+GROUP BY skill, project_id;
+
+-- name: wake_reap
+-- $1 how many times a unit may be announced in all, $2 seconds a ticket row is kept.
+-- Deliveries whose window has passed, split among processes reaping at once (SKIP LOCKED),
+-- are forgotten. A delivery whose expert was seen since being woken (experts.last_seen_at:
+-- any claim, even one that found nothing, and heartbeats, which mean the expert is busy) is
+-- done. The others are returned to be announced again, per (skill, project), without their
+-- experts ("skip"), while the project still has open tasks of the skill and attempts are left.
+-- Tickets older than $2 are forgotten too: every listener heard their NOTIFY long ago.
+WITH due AS (
+    SELECT id FROM wake_deliveries WHERE due_at <= now()
+    ORDER BY due_at LIMIT 1000
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM wake_deliveries d USING due WHERE d.id = due.id RETURNING d.*
+), old_tickets AS (
+    DELETE FROM wake_tickets WHERE created_at < now() - make_interval(secs => $2)
+)
+SELECT g.skill, g.project_id, count(*)::int AS units, min(g.min_quality) AS min_quality,
+       max(g.attempt) + 1 AS attempt, array_agg(g.expert_id) AS skip
+FROM gone g
+LEFT JOIN experts e ON e.id = g.expert_id
+WHERE g.attempt < $1
+  AND (e.last_seen_at IS NULL OR e.last_seen_at < g.woken_at)
+  AND EXISTS (
+      SELECT 1 FROM tasks t
+      WHERE t.project_id = g.project_id AND t.skill = g.skill AND t.status = 'open'
+  )
+GROUP BY g.skill, g.project_id;
