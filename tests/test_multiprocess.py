@@ -92,14 +92,16 @@ async def _settled(apis: list[Api], heard: list[int]) -> list[dict[str, Any]]:
 
 
 async def test_a_burst_wakes_one_subscriber_per_task_across_processes(
-    database_url: str, tmp_path: Path
+    db_route: DbRoute, tmp_path: Path
 ) -> None:
     """Three processes, six idle subscribers on each; twelve tasks opened through all three
     at once (three NOTIFYs, each heard by every process). Every process could wake 4 of its
     own per NOTIFY (36 in all); the tickets hand out one unit per task, so exactly 12."""
     servers = [
         # a window longer than the test: no unit is announced again, the bound is the tickets'
-        ServeProcess(database_url, tmp_path / f"s{i}.log", TASKROUTE_WAKE_ACK_SECONDS="600")
+        ServeProcess(
+            db_route.url, tmp_path / f"s{i}.log", TASKROUTE_WAKE_ACK_SECONDS="600", **db_route.env()
+        )
         for i in range(3)
     ]
     await asyncio.gather(*(s.astart() for s in servers))
@@ -141,13 +143,15 @@ async def test_a_burst_wakes_one_subscriber_per_task_across_processes(
 
 @pytest.mark.parametrize("gone", ["disconnects", "its process is killed"])
 async def test_a_wake_up_whose_subscriber_is_gone_goes_to_another(
-    database_url: str, tmp_path: Path, db: asyncpg.Connection, gone: str
+    db_route: DbRoute, tmp_path: Path, db: asyncpg.Connection, gone: str
 ) -> None:
     """Two idle subscribers on two processes, one task: one of them is woken (not both).
     It goes away without claiming; once its window passes the other one is woken, and its
     claim gets the task."""
     servers = [
-        ServeProcess(database_url, tmp_path / f"s{i}.log", TASKROUTE_WAKE_ACK_SECONDS="1")
+        ServeProcess(
+            db_route.url, tmp_path / f"s{i}.log", TASKROUTE_WAKE_ACK_SECONDS="1", **db_route.env()
+        )
         for i in range(2)
     ]
     await asyncio.gather(*(s.astart() for s in servers))

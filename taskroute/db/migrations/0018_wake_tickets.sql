@@ -16,7 +16,7 @@ CREATE UNLOGGED TABLE wake_tickets (
     announced   integer NOT NULL CHECK (announced > 0),  -- tasks it announced
     taken       integer NOT NULL CHECK (taken BETWEEN 0 AND announced),
     last_take   integer NOT NULL,          -- what the latest taker got (its RETURNING reads it)
-    created_at  timestamptz NOT NULL DEFAULT now()
+    created_at  timestamptz NOT NULL DEFAULT taskroute_now()
 );
 CREATE INDEX wake_tickets_created ON wake_tickets (created_at);
 
@@ -29,7 +29,7 @@ CREATE UNLOGGED TABLE wake_deliveries (
     project_id  uuid NOT NULL,
     min_quality real NOT NULL DEFAULT 0,
     attempt     integer NOT NULL DEFAULT 1,  -- 1: first announcement; n: announced again n-1 times
-    woken_at    timestamptz NOT NULL DEFAULT now(),
+    woken_at    timestamptz NOT NULL DEFAULT taskroute_now(),
     due_at      timestamptz NOT NULL
 );
 CREATE INDEX wake_deliveries_due ON wake_deliveries (due_at);

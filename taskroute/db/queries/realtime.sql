@@ -70,7 +70,7 @@ WITH took AS (
 INSERT INTO wake_deliveries
     (ticket, subscriber, expert_id, skill, project_id, min_quality, attempt, due_at)
 SELECT c.key, c.subscriber, c.expert_id, c.skill, c.project_id, c.min_quality, c.attempt,
-       now() + make_interval(secs => $12)
+       taskroute_now() + make_interval(secs => $12)
 FROM unnest($4::text[], $5::int[], $6::bigint[], $7::uuid[], $8::text[], $9::uuid[],
             $10::real[], $11::int[])
      AS c(key, rank, subscriber, expert_id, skill, project_id, min_quality, attempt)
@@ -97,13 +97,13 @@ GROUP BY skill, project_id;
 -- experts ("skip"), while the project still has open tasks of the skill and attempts are left.
 -- Tickets older than $2 are forgotten too: every listener heard their NOTIFY long ago.
 WITH due AS (
-    SELECT id FROM wake_deliveries WHERE due_at <= now()
+    SELECT id FROM wake_deliveries WHERE due_at <= taskroute_now()
     ORDER BY due_at LIMIT 1000
     FOR UPDATE SKIP LOCKED
 ), gone AS (
     DELETE FROM wake_deliveries d USING due WHERE d.id = due.id RETURNING d.*
 ), old_tickets AS (
-    DELETE FROM wake_tickets WHERE created_at < now() - make_interval(secs => $2)
+    DELETE FROM wake_tickets WHERE created_at < taskroute_now() - make_interval(secs => $2)
 )
 SELECT g.skill, g.project_id, count(*)::int AS units, min(g.min_quality) AS min_quality,
        max(g.attempt) + 1 AS attempt, array_agg(g.expert_id) AS skip
