@@ -125,7 +125,11 @@ async def run_phase(dsn: str, workers: int, n_subs: int, rounds: int, phase: Pha
             per_server = [sum(1 for u in url_of if u == url) for url in urls]
 
             # One subscription per server first, so one-time costs are not charged to each.
-            subs = [WsClient(url_of[i], token_of[i], timeout=120) for i in range(n_subs)]
+            # Offering permessage-deflate, as browsers and the websockets client do by default.
+            subs = [
+                WsClient(url_of[i], token_of[i], timeout=120, compression="deflate")
+                for i in range(n_subs)
+            ]
             for sub in subs[:workers]:
                 await sub.open()
                 await sub.subscribe(TASK_AVAILABLE, {"s": ["bench"]})

@@ -52,6 +52,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
         ws_ping_interval=20,
         # SIGTERM: requests still running after this are cancelled (drain.py)
         timeout_graceful_shutdown=settings.shutdown_grace,
+        # No permessage-deflate: browsers and the websockets client offer it, and each
+        # accepted offer keeps a zlib compressor and decompressor per connection (~45 KiB,
+        # bench/wake.py), for hints of ~100 bytes that compression cannot shrink (issue 16).
+        ws_per_message_deflate=False,
         # longer than typical clients' and load balancers' idle timeouts
         timeout_keep_alive=75,
         log_level=args.log_level,

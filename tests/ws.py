@@ -39,8 +39,11 @@ class WsClient:
         protocol: str = TRANSPORT_WS,
         timeout: float = 10,
         headers: dict[str, str] | None = None,
+        compression: str | None = None,
     ) -> None:
         self.headers = headers
+        # None: no permessage-deflate offer; "deflate": offer it, as browsers do
+        self.compression = compression
         self.url = base_url.replace("http://", "ws://") + "/graphql"
         self.token = token
         self.protocol = protocol
@@ -62,7 +65,7 @@ class WsClient:
             additional_headers=self.headers,
             subprotocols=[self.protocol],
             ping_interval=None,
-            compression=None,  # type: ignore[list-item]
+            compression=self.compression,  # type: ignore[arg-type]
         )
         payload = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         await self._send({"type": "connection_init", "payload": payload})
