@@ -35,9 +35,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
@@ -47,6 +47,12 @@ from taskroute.db.queries import Q
 from .channels import reannounce_payload, skill_channel
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+# A take normally answers within milliseconds. A database that has gone silent (a cut network
+# leaves pooled connections hanging until TCP gives up) must not hold wake-ups longer than this:
+# past it the process wakes locally, and the statement is left to finish or fail on its own.
+TAKE_TIMEOUT = 2.0
 
 # A ticket whose units were not all asked for (this process had fewer idle subscribers than
 # tasks) is asked for again when a denied take freed some of them, at most this many times.
@@ -73,6 +79,22 @@ class Waiters(Protocol):
     def deliverable(self, waiter: Any) -> bool: ...
 
     def deliver(self, waiter: Any, skill: str, project_id: str, delivery: int | None) -> None: ...
+
+
+async def _bounded(work: Coroutine[Any, Any, _T]) -> _T:
+    """`work`, or TimeoutError after TAKE_TIMEOUT while it goes on in the background (its
+    cleanup, on a hung connection, could hang as long as the statement did)."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), TAKE_TIMEOUT)
+    except TimeoutError:
+        task.add_done_callback(_forget)
+        raise
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("a late wake-ticket statement failed: %r", task.exception())
 
 
 class WakeTickets:
@@ -165,9 +187,9 @@ class WakeTickets:
         rows: list[asyncpg.Record] | None = []
         try:
             if plan:
-                rows = await self._take(plan)
+                rows = await _bounded(self._take(plan))
         except Exception as exc:
-            log.warning("could not take wake tickets (%s); waking locally", exc)
+            log.warning("could not take wake tickets (%r); waking locally", exc)
             rows = None
         finally:
             for _, found in plan:
@@ -204,7 +226,10 @@ class WakeTickets:
                         self._pending.append(ticket)
                         self._event.set()
         if returns:
-            await self._announce_again(Q["wake_hand_back"], returns)
+            try:
+                await _bounded(self._announce_again(Q["wake_hand_back"], returns))
+            except Exception as exc:  # the rows stay: the reaper announces them later
+                log.warning("could not hand back %d wake-ups (%r)", len(returns), exc)
 
     async def _take(self, plan: Sequence[tuple[Ticket, list[Any]]]) -> list[asyncpg.Record]:
         keys, announced, wanted = [], [], []
