@@ -3,6 +3,7 @@ slot was created and finished, on the database clock the test moves (no sleeping
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import asyncpg
@@ -86,6 +87,9 @@ async def test_remaining_work_over_time_in_pages(
         (501, None, None, "first"),
         (10, None, 59, "bucketSeconds"),
         (10, "not-a-cursor", None, "after"),
+        # well-formed, but not a width this listing makes: no date past year 9999 follows
+        (10, base64.urlsafe_b64encode(b"remaining:1000000000000000000|5").decode(), None, "after"),
+        (10, base64.urlsafe_b64encode(b"remaining:0|5").decode(), None, "after"),
     ],
 )
 async def test_bad_history_arguments_are_bad_input(

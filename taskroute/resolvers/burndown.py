@@ -51,7 +51,9 @@ def _parse_after(after: str, step: int | None) -> tuple[int, int]:
     if not sep:
         raise BadInput("after is not a cursor from this listing", field="after")
     got = cursors.seq(raw_step)
-    if got == 0 or (step is not None and got != step):
+    if not STEPS[0] <= got <= STEPS[-1]:  # not one we made (times out of range follow)
+        raise BadInput("after is not a cursor from this listing", field="after")
+    if step is not None and got != step:
         raise BadInput("after belongs to a history with another bucketSeconds", field="after")
     return got, cursors.seq(raw_bucket)
 
