@@ -19,9 +19,13 @@ What it does, in a fresh database on the Postgres at --pg (dropped at the end):
    at the end every claim an expert received must have an acknowledged submit and one payout.
 4. Over the measured window (--seconds after the ramp) it reports, per request kind, p50/p99 of
    the answered requests and counts of refusals; achieved cycles/s (acknowledged submits)
-   against the offered rate (experts / think); CPU of the server processes, of the Postgres
-   backends serving the bench database (from /proc via psutil: pg_stat_statements is not
-   loaded on this machine; background jobs' statements are included) and of the generator.
+   against the offered rate (experts / think); refusals (503 / UNAVAILABLE) and errors by
+   request kind; CPU of the server processes and of the generator; and Postgres' work per
+   request: from pg_stat_statements when the server loads it (execution time per claim,
+   heartbeat and submit call, nested statements included), else from /proc (CPU of the
+   backends serving the bench database, background jobs' statements included, divided by
+   the requests answered). On this machine pg_stat_statements is not in
+   shared_preload_libraries, so the /proc counters are used (the run says which).
 Each HTTP request uses the expert's own keep-alive connection through a minimal client, so the
 generator costs little CPU; its CPU share is printed so a run where it limits shows as such.
 """
@@ -35,6 +39,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -53,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from taskroute.auth import hash_token  # noqa: E402
 from taskroute.db.migrate import migrate_url  # noqa: E402
-from taskroute.db.queries import load  # noqa: E402
+from taskroute.db.queries import Q, load  # noqa: E402
 from tests.ws import TASK_AVAILABLE, WsClient  # noqa: E402
 
 # bench-only statements: seeding (bench/bench.sql) and this bench's (bench/sql/load_bench.sql)
@@ -326,6 +331,48 @@ async def backends(dsn: str, dbname: str) -> list[psutil.Process]:
     return [psutil.Process(r["pid"]) for r in pids if psutil.pid_exists(r["pid"])]
 
 
+def _norm(sql: str) -> str:
+    return " ".join(re.sub(r"--[^\n]*", "", sql).split())
+
+
+# What each request kind sends (GraphQL resolvers -> resolvers/claims.py -> these blocks).
+CALLS = {
+    "claim": ("claim_call",),
+    "heartbeat": ("heartbeat_call",),
+    "submit": ("submit_checked_call", "submit_call"),
+}
+
+
+async def pss_start(dsn: str) -> bool:
+    """True when pg_stat_statements works here (its counts reset); False: use /proc."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        await conn.fetchval(B["bench_load_pss_reset"])
+        return True
+    except asyncpg.PostgresError:  # not in shared_preload_libraries, or not installed
+        return False
+    finally:
+        await conn.close()
+
+
+async def pss_per_kind(dsn: str) -> dict[str, tuple[int, float]]:
+    """(calls, execution ms) per request kind since pss_start."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(B["bench_load_pss_read"])
+    finally:
+        await conn.close()
+    names = {_norm(Q[name]): kind for kind, blocks in CALLS.items() for name in blocks}
+    found = {k: (0, 0.0) for k in KINDS}
+    for r in rows:
+        kind = names.get(_norm(r["query"]))
+        if kind is not None:
+            calls, ms = found[kind]
+            found[kind] = (calls + r["calls"], ms + r["ms"])
+    return found
+
+
 def pct(xs: list[float], p: float) -> float:
     if not xs:
         return float("nan")
@@ -398,11 +445,13 @@ async def measure(args: argparse.Namespace) -> None:
         server_procs = tree(proc.pid)
         gen_procs = [psutil.Process(g.pid) for g in gens]
         pg_procs = await backends(ADMIN_DSN, dbname)
+        pss = await pss_start(dsn)
         c0 = [cpu_seconds(x) for x in (server_procs, pg_procs, gen_procs)]
         m0 = loop.time()
         await asyncio.sleep(args.seconds)
         c1 = [cpu_seconds(x) for x in (server_procs, pg_procs, gen_procs)]
         elapsed = loop.time() - m0
+        per_kind_pg = await pss_per_kind(dsn) if pss else None
         pg_procs_late = [p for p in await backends(ADMIN_DSN, dbname) if p.pid not in c0[1]]
         late = cpu_seconds(pg_procs_late)  # backends opened during the window (all in it)
         results = [await loop.run_in_executor(None, out.get, True, 300) for _ in gens]
@@ -435,9 +484,6 @@ async def measure(args: argparse.Namespace) -> None:
     achieved = sum(r["acked_in_window"] for r in results) / args.seconds
     offered = args.experts / args.think
     answered = sum(counts[k].get("ok", 0) + counts[k].get("empty", 0) for k in KINDS)
-    shed = sum(counts[k].get("shed", 0) for k in KINDS)
-    unavailable = sum(counts[k].get("unavailable", 0) for k in KINDS)
-    errors = sum(counts[k].get("error", 0) for k in KINDS) + ws_failed
     pg, srv, gen = used(1), used(0), used(2)
     per_req = 1000 * pg / answered if answered else float("nan")
     print()
@@ -450,22 +496,45 @@ async def measure(args: argparse.Namespace) -> None:
     print()
     print(
         "| experts, mean think | offered cycles/s | achieved | claim p50 / p99 |"
-        " heartbeat p50 / p99 | submit p50 / p99 | WS connect p50 / p99 (ramp) |"
-        " Postgres CPU | server CPU | generator CPU | shed | errors |"
+        " heartbeat p50 / p99 | submit p50 / p99 | WS connect p99 (ramp) |"
+        " Postgres CPU | Postgres per request | server CPU | generator CPU |"
+        " refused (503) by kind | errors by kind |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def pp(xs: list[float]) -> str:
         return f"{pct(xs, 0.5):.1f} / {pct(xs, 0.99):.1f} ms"
 
+    def by_kind(outcomes: tuple[str, ...], extra: str = "") -> str:
+        parts = [f"{k} {sum(counts[k].get(o, 0) for o in outcomes)}" for k in KINDS]
+        return ", ".join(parts + ([extra] if extra else []))
+
+    if per_kind_pg is not None:
+        # pg_stat_statements: execution time of each kind's one call (nested statements in)
+        pg_req = ", ".join(
+            f"{k} {ms / calls:.2f} ms" if calls else f"{k} -"
+            for k, (calls, ms) in per_kind_pg.items()
+        )
+    else:
+        pg_req = f"{per_req:.2f} ms CPU (all backends / requests answered)"
     print(
         f"| {args.experts:,}, {args.think:g} s | {offered:.0f} | {achieved:.1f} |"
-        f" {pp(lat['claim'])} | {pp(lat['heartbeat'])} | {pp(lat['submit'])} | {pp(ws)} |"
-        f" {100 * pg / elapsed:.0f}% of a core ({per_req:.2f} ms/request) |"
+        f" {pp(lat['claim'])} | {pp(lat['heartbeat'])} | {pp(lat['submit'])} |"
+        f" {pct(ws, 0.99):.1f} ms |"
+        f" {100 * pg / elapsed:.0f}% of a core | {pg_req} |"
         f" {100 * srv / elapsed:.0f}% | {100 * gen / elapsed:.0f}% |"
-        f" {shed} | {errors + unavailable} |"
+        f" {by_kind(('shed', 'unavailable'))} |"
+        f" {by_kind(('error',), f'websocket {ws_failed}')} |"
     )
     print()
+    source = (
+        "pg_stat_statements"
+        if per_kind_pg is not None
+        else "/proc CPU counters of the bench database's backends (pg_stat_statements is"
+        " not loaded by this server)"
+    )
+    print(f"  Postgres per request from {source}")
+    print(f"  WS connect p50 {pct(ws, 0.5):.1f} ms over {len(ws)} connects during the ramp")
     for k in KINDS:
         c = counts[k]
         print(f"  {k:<9} " + "  ".join(f"{o} {n}" for o, n in sorted(c.items())))
