@@ -227,9 +227,14 @@ class Present:
 
 @dataclass(frozen=True)
 class Capacity:
-    """Who works on one (skill, quality bar): [(expert, share)]."""
+    """Who works on one (skill, quality bar), and what they add up to (the same for every
+    project with that skill and bar, so computed once per forecast, not once per project)."""
 
-    experts: list[tuple[UUID, float]]
+    experts: list[tuple[UUID, float]]  # (expert, share)
+    throughput: float  # tasks per second
+    var: float  # variance of the throughput estimate
+    weighted_cv: float  # sum of rate x cv
+    equiv: float  # sum of shares
 
 
 def _present(rows: list[asyncpg.Record], now: datetime) -> list[Present]:
@@ -247,10 +252,20 @@ def _present(rows: list[asyncpg.Record], now: datetime) -> list[Present]:
     return found
 
 
-def _capacity(present: list[Present], skill: str, bar: float) -> Capacity:
-    return Capacity(
-        [(p.expert_id, 1.0 / p.demands) for p in present if p.quality.get(skill, -1.0) >= bar]
-    )
+def _capacity(present: list[Present], skill: str, bar: float, book: PaceBook) -> Capacity:
+    experts = [(p.expert_id, 1.0 / p.demands) for p in present if p.quality.get(skill, -1.0) >= bar]
+    throughput = var = weighted_cv = 0.0
+    for expert, share in experts:
+        pace = book.expert(expert, skill)
+        if pace is None:
+            continue
+        mean, cv, weight = pace
+        rate = share / mean
+        throughput += rate
+        var += (rate * cv) ** 2 / weight
+        weighted_cv += rate * cv
+    equiv = sum(share for _, share in experts)
+    return Capacity(experts, throughput, var, weighted_cv, equiv)
 
 
 def _on_track(remaining: int, eta: datetime | None, deadline: datetime | None) -> bool:
@@ -277,19 +292,8 @@ def _skill(
     skill: str = row["skill"]
     # an in-flight slot is half done on average
     left = row["open"] + 0.5 * row["in_flight"]
-    throughput = 0.0  # tasks per second
-    var = 0.0  # variance of the throughput estimate
-    weighted_cv = 0.0
-    for expert, share in capacity.experts:
-        pace = book.expert(expert, skill)
-        if pace is None:
-            continue
-        mean, cv, weight = pace
-        rate = share / mean
-        throughput += rate
-        var += (rate * cv) ** 2 / weight
-        weighted_cv += rate * cv
-    equiv = sum(share for _, share in capacity.experts)
+    throughput, var = capacity.throughput, capacity.var
+    weighted_cv, equiv = capacity.weighted_cv, capacity.equiv
 
     def at(rate: float) -> datetime | None:
         if remaining == 0:
@@ -416,7 +420,7 @@ async def forecasts(
     for r in rows:
         key = (r["skill"], r["min_quality"])
         if key not in capacities:  # shared by every project with this skill and bar
-            cap = _capacity(present, *key)
+            cap = _capacity(present, *key, book)
             capacities[key] = (cap, len(cap.experts))
         cap, active = capacities[key]
         grouped[r["project_id"]].append(_skill(r, now, cap, active, book))
