@@ -2,35 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 import pytest
 import pytest_asyncio
-import uvicorn
 
-from taskroute.app import create_app
-from taskroute.config import Settings
 from taskroute.db.migrate import migrate_url
 
 from .clock import DbClock
-from .helpers import ADMIN_TOKEN, Api
-from .procs import PrivatePgBouncer, free_port
+from .helpers import Api, DbRoute, InProcessServer, dsn_for, settings_for
+from .procs import PrivatePgBouncer
 
 CANDIDATE_ADMIN_DSNS = [
     os.environ.get("TASKROUTE_TEST_PG", ""),
     "postgresql://postgres@127.0.0.1:5432/postgres",
     "postgresql://root@127.0.0.1:5432/postgres",
 ]
-
-
-def _dsn(base: str, dbname: str) -> str:
-    return base.rsplit("/", 1)[0] + "/" + dbname
 
 
 CHECKOUT_BLOBS = Path(__file__).resolve().parent.parent / ".taskroute" / "blobs"
@@ -70,7 +61,7 @@ async def template_db(pg_admin_dsn: str) -> AsyncIterator[str]:
     conn = await asyncpg.connect(pg_admin_dsn)
     await conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        await migrate_url(_dsn(pg_admin_dsn, name))
+        await migrate_url(dsn_for(pg_admin_dsn, name))
         yield name
     finally:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -83,7 +74,7 @@ async def database_url(pg_admin_dsn: str, template_db: str) -> AsyncIterator[str
     conn = await asyncpg.connect(pg_admin_dsn)
     try:
         await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-        yield _dsn(pg_admin_dsn, name)
+        yield dsn_for(pg_admin_dsn, name)
     finally:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await conn.close()
@@ -107,20 +98,6 @@ def pgbouncer(pg_admin_dsn: str) -> Iterator[PrivatePgBouncer]:
     bouncer.stop()
 
 
-@dataclass(frozen=True)
-class DbRoute:
-    """How server processes reach the test's database: `url` for the request pool
-    (DATABASE_URL), `direct_url` for the LISTEN connection and migrations."""
-
-    name: str
-    url: str
-    direct_url: str
-
-    def env(self) -> dict[str, str]:
-        """Environment for `ServeProcess` besides DATABASE_URL."""
-        return {"TASKROUTE_DIRECT_DATABASE_URL": self.direct_url}
-
-
 @pytest.fixture(params=["direct", "pgbouncer"])
 def db_route(request: pytest.FixtureRequest, database_url: str) -> DbRoute:
     """Run the test twice: straight to Postgres, and with the pool through PgBouncer."""
@@ -137,56 +114,9 @@ async def clock(db: asyncpg.Connection) -> DbClock:
     return DbClock(db)
 
 
-def test_settings(database_url: str, tmp_path: Path, **overrides: object) -> Settings:
-    base = {
-        "database_url": database_url,
-        "admin_token": ADMIN_TOKEN,
-        "data_dir": str(tmp_path / "data"),
-        "blob_url": f"file://{tmp_path / 'blobs'}",
-        "sweep_interval": 0.2,
-        "pool_max": 20,
-    }
-    base.update(overrides)
-    return Settings(**base)  # type: ignore[arg-type]
-
-
-class InProcessServer:
-    """uvicorn serving the app on a free loopback port, inside the test's event loop."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.port = free_port()
-        config = uvicorn.Config(
-            create_app(settings),
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            lifespan="on",
-            ws_ping_interval=None,
-        )
-        self.server = uvicorn.Server(config)
-        self.task: asyncio.Task[None] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        self.task = asyncio.create_task(self.server.serve())
-        while not self.server.started:
-            if self.task.done():
-                self.task.result()
-            await asyncio.sleep(0.01)
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        if self.task is not None:
-            await self.task
-
-
 @pytest_asyncio.fixture
 async def server(database_url: str, tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    srv = InProcessServer(test_settings(database_url, tmp_path))
+    srv = InProcessServer(settings_for(database_url, tmp_path))
     await srv.start()
     yield srv
     await srv.stop()

@@ -1,13 +1,22 @@
-"""A small client for the public API, used by every test."""
+"""What tests share: a small client for the public API, the claim mutation, waiting on a
+condition, and servers in the test's event loop. Fixtures live in conftest.py; tests import
+from here, never from conftest."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
+
+from taskroute.app import create_app
+from taskroute.config import Settings
 
 ADMIN_TOKEN = "admin-test-token"
 
@@ -31,6 +40,21 @@ async def wait_for(
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r})")
         await asyncio.sleep(every)
+
+
+# The claim every test sends: the fields that cost no extra statement (priorAnswers does:
+# add it with `claim_mutation`).
+CLAIM_TASK_FIELDS = "id projectId skill priority payload payloadUrl answerSchema"
+
+
+def claim_mutation(task_fields: str = CLAIM_TASK_FIELDS) -> str:
+    return (
+        "mutation($s: [String!], $p: ID) { claimNextTask(skills: $s, projectId: $p) {"
+        f" assignmentId leaseUntil task {{ {task_fields} }} }} }}"
+    )
+
+
+CLAIM = claim_mutation()
 
 
 class GraphQLError(AssertionError):
@@ -131,12 +155,7 @@ class Api:
             await asyncio.sleep(0.05)
 
     async def claim(self, token: str, skills: list[str] | None = None) -> dict[str, Any] | None:
-        data = await self.gql(
-            "mutation($s: [String!]) { claimNextTask(skills: $s) {"
-            " assignmentId leaseUntil task { id projectId skill priority payload } } }",
-            {"s": skills},
-            token,
-        )
+        data = await self.gql(CLAIM, {"s": skills}, token)
         return data["claimNextTask"]
 
     async def heartbeat(self, token: str, assignment_id: str) -> dict[str, Any]:
@@ -167,3 +186,76 @@ class Api:
 
 def tasks_of(skill: str, n: int, **extra: Any) -> list[dict[str, Any]]:
     return [{"skill": skill, "payload": {"text": f"item {i}"}, **extra} for i in range(n)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def dsn_for(base: str, dbname: str) -> str:
+    """The same server as `base`, database `dbname`."""
+    return base.rsplit("/", 1)[0] + "/" + dbname
+
+
+def settings_for(database_url: str, tmp_path: Path, **overrides: object) -> Settings:
+    """Settings of a test server on `database_url` (named so pytest does not collect it)."""
+    base = {
+        "database_url": database_url,
+        "admin_token": ADMIN_TOKEN,
+        "data_dir": str(tmp_path / "data"),
+        "blob_url": f"file://{tmp_path / 'blobs'}",
+        "sweep_interval": 0.2,
+        "pool_max": 20,
+    }
+    base.update(overrides)
+    return Settings(**base)  # type: ignore[arg-type]
+
+
+class InProcessServer:
+    """uvicorn serving the app on a free loopback port, inside the test's event loop."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        config = uvicorn.Config(
+            create_app(settings),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            ws_ping_interval=None,
+        )
+        self.server = uvicorn.Server(config)
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            if self.task.done():
+                self.task.result()
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        if self.task is not None:
+            await self.task
+
+
+@dataclass(frozen=True)
+class DbRoute:
+    """How server processes reach the test's database: `url` for the request pool
+    (DATABASE_URL), `direct_url` for the LISTEN connection and migrations."""
+
+    name: str
+    url: str
+    direct_url: str
+
+    def env(self) -> dict[str, str]:
+        """Environment for `ServeProcess` besides DATABASE_URL."""
+        return {"TASKROUTE_DIRECT_DATABASE_URL": self.direct_url}

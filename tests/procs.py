@@ -29,15 +29,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from .helpers import ADMIN_TOKEN
+from .helpers import ADMIN_TOKEN, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ServeProcess:

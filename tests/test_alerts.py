@@ -13,10 +13,8 @@ import asyncpg
 import pytest_asyncio
 import websockets
 
-from .conftest import InProcessServer
-from .conftest import test_settings as settings_for
 from .forecast_helpers import add_history, db_now, history_project, seen
-from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .helpers import ADMIN_TOKEN, Api, InProcessServer, settings_for, tasks_of
 
 ALERTS = "query($p: ID!) { project(id: $p) { alerts { kind message remaining eta deadline } } }"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from .helpers import Api, GraphQLError, tasks_of
+from .helpers import CLAIM, Api, GraphQLError, tasks_of
 
 LABEL = {
     "type": "object",
@@ -20,7 +20,6 @@ LABEL = {
 CREATE = (
     "mutation($i: CreateProjectInput!) { createProject(input: $i) { project { id answerSchema } } }"
 )
-CLAIM = "mutation { claimNextTask { assignmentId task { id payload answerSchema } } }"
 SUBMIT = "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) { id } }"
 
 

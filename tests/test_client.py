@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from taskroute.client import AnswerRefused, LeaseLost, Task, Worker
 
-from .helpers import Api
+from .helpers import Api, wait_for
 from .procs import ROOT, ServeProcess
 
 
@@ -34,19 +34,6 @@ async def served(database_url: str, tmp_path: Path) -> AsyncIterator[ServeProces
     await server.astart()
     yield server
     await asyncio.to_thread(server.stop)
-
-
-async def _until(check: Callable[[], Awaitable[bool] | bool], timeout: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
 
 
 async def _people(api: Api) -> tuple[str, str]:
@@ -86,7 +73,7 @@ async def test_idle_worker_is_woken_by_the_subscription_and_submits(
                     customer, [{"skill": "grading", "payload": {"text": "hi"}}],
                     answerSchema=schema, payCents=3,
                 )  # fmt: skip
-                await _until(lambda: bool(got) and got[0].receipt is not None, timeout=20)
+                await wait_for(lambda: bool(got) and got[0].receipt is not None, timeout=20)
             finally:
                 consumer.cancel()
                 with pytest.raises(asyncio.CancelledError):
@@ -110,7 +97,7 @@ async def test_heartbeats_and_submit_survive_a_server_restart(served: ServeProce
         down_until = task.lease_until
         await served.astart()
         # A heartbeat after the restart moved the lease on (the client kept it alive).
-        await _until(lambda: task.lease_until > down_until, timeout=30)
+        await wait_for(lambda: task.lease_until > down_until, timeout=30)
         receipt = await task.submit({"grade": 3})
         again = await task.submit({"grade": 3})
         assert receipt == again and receipt["pay_cents"] == 4
@@ -131,7 +118,7 @@ async def test_a_lost_lease_surfaces_on_the_task(served: ServeProcess) -> None:
     async with Worker(served.url, expert, heartbeat_fraction=3) as worker:
         task = await worker.claim()
         assert task is not None
-        await _until(lambda: task.lost is not None, timeout=30)
+        await wait_for(lambda: task.lost is not None, timeout=30)
         assert task.lost.code == "LEASE_EXPIRED"
         with pytest.raises(LeaseLost):
             await task.submit(1)

@@ -17,10 +17,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from .conftest import InProcessServer
-from .conftest import test_settings as settings_for
 from .forecast_helpers import db_now
-from .helpers import Api, tasks_of
+from .helpers import Api, InProcessServer, settings_for, tasks_of
 
 playwright_api = pytest.importorskip("playwright.async_api")
 

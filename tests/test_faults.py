@@ -20,13 +20,11 @@ import pytest
 
 from taskroute.db.migrate import migrate_url
 
-from .conftest import DbRoute
-from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .helpers import ADMIN_TOKEN, CLAIM, Api, DbRoute, tasks_of, wait_for
 from .procs import PrivatePostgres, ServeProcess
 
 pytestmark = pytest.mark.timeout(180)
 
-CLAIM = "mutation { claimNextTask { assignmentId task { id } } }"
 SUBMIT = "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) { id assignmentId } }"
 RETRYABLE = {"UNAVAILABLE"}
 
@@ -102,13 +100,6 @@ async def setup_world(url: str, experts: int, tasks: int) -> tuple[list[str], st
     return tokens, created["project"]["id"]
 
 
-async def wait_for(predicate: Any, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
 async def run_until_all_done(
     url: str, tokens: list[str], tally: Tally, total: int, faults: Any
 ) -> None:
@@ -124,7 +115,7 @@ async def drive(http: Poster, tokens: list[str], tally: Tally, total: int, fault
     loops = [asyncio.create_task(expert_loop(http, t, tally, stop)) for t in tokens]
     try:
         await faults()
-        await wait_for(lambda: tally.done >= total or any(t.done() for t in loops), 90)
+        await wait_for(lambda: tally.done >= total or any(t.done() for t in loops), timeout=90)
     finally:
         stop.set()
         results = await asyncio.gather(*loops, return_exceptions=True)
@@ -174,7 +165,7 @@ async def test_kill_9_under_load_loses_and_doubles_nothing(
         async def faults() -> None:
             nonlocal kills
             for threshold in (25, 70, 110):
-                await wait_for(lambda t=threshold: tally.done >= t, 60)
+                await wait_for(lambda t=threshold: tally.done >= t, timeout=60)
                 server.kill()  # mid-flight: 8 experts are claiming and submitting right now
                 kills += 1
                 await asyncio.sleep(0.3)
@@ -215,7 +206,7 @@ async def test_postgres_restart_under_load_recovers_without_operator(
         tokens, _ = await setup_world(server.url, 6, total)
 
         async def faults() -> None:
-            await wait_for(lambda: tally.done >= 30, 60)
+            await wait_for(lambda: tally.done >= 30, timeout=60)
             await asyncio.to_thread(private_pg.stop, "fast")
             async with httpx.AsyncClient(base_url=server.url) as http:
                 ready_during_outage.append((await http.get("/readyz", timeout=10)).status_code)

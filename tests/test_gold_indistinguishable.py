@@ -18,13 +18,16 @@ from typing import Any
 import asyncpg
 import pytest_asyncio
 
-from . import conftest
-from .helpers import ADMIN_TOKEN, Api
-
-CLAIM = (
-    "mutation { claimNextTask { assignmentId leaseUntil"
-    " task { id projectId skill priority payload payloadUrl priorAnswers } } }"
+from .helpers import (
+    ADMIN_TOKEN,
+    CLAIM_TASK_FIELDS,
+    Api,
+    InProcessServer,
+    claim_mutation,
+    settings_for,
 )
+
+CLAIM = claim_mutation(CLAIM_TASK_FIELDS + " priorAnswers")
 HEARTBEAT = "mutation($a: ID!) { heartbeat(assignmentId: $a) { leaseUntil hasHighPriorityTasks } }"
 INLINE_MAX = 200
 BIG = "x" * 400  # travels by URL
@@ -33,8 +36,8 @@ LEASE = 600
 
 @pytest_asyncio.fixture
 async def small_inline(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    settings = conftest.test_settings(database_url, tmp_path, inline_payload_bytes=INLINE_MAX)
-    srv = conftest.InProcessServer(settings)
+    settings = settings_for(database_url, tmp_path, inline_payload_bytes=INLINE_MAX)
+    srv = InProcessServer(settings)
     await srv.start()
     try:
         async with Api(srv.url) as api:

@@ -17,9 +17,7 @@ import websockets
 from taskroute.observability import metrics
 from taskroute.resolvers import projects
 
-from .conftest import InProcessServer
-from .conftest import test_settings as make_settings
-from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
+from .helpers import ADMIN_TOKEN, Api, GraphQLError, InProcessServer, settings_for, tasks_of
 
 GRJ = "application/graphql-response+json"
 
@@ -27,7 +25,7 @@ GRJ = "application/graphql-response+json"
 @pytest_asyncio.fixture
 async def strict(database_url: str, tmp_path: Path) -> AsyncIterator[tuple[Api, InProcessServer]]:
     """A server configured as for production: small limits, no introspection, one origin."""
-    settings = make_settings(
+    settings = settings_for(
         database_url, tmp_path, max_body_bytes=64 * 1024, max_tasks_per_request=50,
         introspection=False, allowed_origins=("https://app.example",),
     )  # fmt: skip

@@ -20,9 +20,7 @@ import pytest_asyncio
 from taskroute.db.pool import Database, create_pool
 from taskroute.resolvers.sweeper import sweep_once
 
-from .conftest import InProcessServer
-from .conftest import test_settings as settings_for
-from .helpers import Api, GraphQLError, tasks_of
+from .helpers import Api, GraphQLError, InProcessServer, settings_for, tasks_of
 
 
 @pytest_asyncio.fixture

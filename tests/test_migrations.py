@@ -12,7 +12,7 @@ import pytest_asyncio
 from taskroute.db.migrate import available, migrate_url
 from taskroute.db.queries import Q
 
-from .conftest import _dsn
+from .helpers import dsn_for
 
 
 @pytest_asyncio.fixture
@@ -21,7 +21,7 @@ async def empty_database(pg_admin_dsn: str) -> AsyncIterator[str]:
     conn = await asyncpg.connect(pg_admin_dsn)
     await conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield _dsn(pg_admin_dsn, name)
+        yield dsn_for(pg_admin_dsn, name)
     finally:
         await conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         await conn.close()

@@ -10,8 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from .conftest import DbRoute
-from .helpers import Api, tasks_of
+from .helpers import Api, DbRoute, tasks_of
 from .procs import ServeProcess
 from .test_realtime import Collector, realtime_status, subscribe_tasks, wait_for_waiters
 from .ws import WsClient

@@ -23,8 +23,7 @@ from taskroute.db.migrate import MIGRATIONS
 from taskroute.db.pool import Database, create_pool
 from taskroute.realtime.backend import LISTENER_APPLICATION_NAME
 
-from .conftest import InProcessServer
-from .helpers import Api, tasks_of
+from .helpers import Api, InProcessServer, settings_for, tasks_of
 from .procs import PrivatePgBouncer
 from .ws import TASK_AVAILABLE, WsClient
 
@@ -122,9 +121,7 @@ def test_no_migration_defines_a_type_asyncpg_would_have_to_introspect() -> None:
 async def bounced_server(
     pgbouncer: PrivatePgBouncer, database_url: str, tmp_path: Path
 ) -> AsyncIterator[InProcessServer]:
-    from .conftest import test_settings  # imported here: pytest would collect it as a test
-
-    settings = test_settings(
+    settings = settings_for(
         pgbouncer.url_for(database_url), tmp_path, direct_database_url=database_url
     )
     srv = InProcessServer(settings)

@@ -15,16 +15,14 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
-from .conftest import InProcessServer
-from .conftest import test_settings as make_settings
-from .helpers import Api, tasks_of
+from .helpers import Api, InProcessServer, settings_for, tasks_of
 
 POOL_TIMEOUT = 0.5
 
 
 @pytest_asyncio.fixture
 async def small_pool_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    settings = make_settings(
+    settings = settings_for(
         database_url, tmp_path, pool_min=1, pool_max=2, pool_timeout=POOL_TIMEOUT,
         sweep_interval=60.0,
     )  # fmt: skip

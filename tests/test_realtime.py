@@ -20,8 +20,7 @@ from taskroute.realtime.channels import skill_channel, tasks_payloads
 from taskroute.realtime.hub import TaskWaiter
 
 from .clock import DbClock
-from .conftest import DbRoute
-from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .helpers import ADMIN_TOKEN, Api, DbRoute, InProcessServer, settings_for, tasks_of
 from .procs import ServeProcess
 from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, Rejected, WsClient
 
@@ -593,14 +592,12 @@ class FreezableProxy:
 async def test_frozen_listener_detected_by_probe(
     database_url: str, tmp_path: Path, db: asyncpg.Connection
 ) -> None:
-    from .conftest import InProcessServer, test_settings
-
     pg_port = int(database_url.rsplit(":", 1)[1].split("/", 1)[0])
     proxy = FreezableProxy(pg_port)
     await proxy.start()
     proxied = database_url.replace(f":{pg_port}/", f":{proxy.port}/")
     srv = InProcessServer(
-        test_settings(proxied, tmp_path, listen_probe_interval=0.3, listen_probe_timeout=1.0)
+        settings_for(proxied, tmp_path, listen_probe_interval=0.3, listen_probe_timeout=1.0)
     )
     await srv.start()
     try:

@@ -21,10 +21,8 @@ import pytest_asyncio
 from taskroute.db import pool as pool_module
 from taskroute.observability.logs import request_id_var
 
-from . import conftest
-from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .helpers import ADMIN_TOKEN, CLAIM, Api, InProcessServer, settings_for, tasks_of
 
-CLAIM = "mutation { claimNextTask { assignmentId task { id skill } } }"
 HEARTBEAT = "mutation($a: ID!) { heartbeat(assignmentId: $a) { leaseUntil hasHighPriorityTasks } }"
 SUBMIT = "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) { id } }"
 
@@ -53,7 +51,7 @@ async def counted(
         conn.add_query_logger(statements.record)
 
     monkeypatch.setattr(pool_module, "_init_connection", init)
-    srv = conftest.InProcessServer(conftest.test_settings(database_url, tmp_path))
+    srv = InProcessServer(settings_for(database_url, tmp_path))
     await srv.start()
     try:
         async with Api(srv.url) as api:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,15 +17,18 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from . import conftest
 from .clock import DbClock
-from .conftest import InProcessServer
-from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
-
-CLAIM = (
-    "mutation($s: [String!], $p: ID) { claimNextTask(skills: $s, projectId: $p) {"
-    " assignmentId task { id projectId skill priority } } }"
+from .helpers import (
+    ADMIN_TOKEN,
+    CLAIM,
+    Api,
+    GraphQLError,
+    InProcessServer,
+    settings_for,
+    tasks_of,
+    wait_for,
 )
+
 PROJECT = (
     "query($p: ID!) { project(id: $p) { priority priorityClass"
     " progress { total open claimed done failed }"
@@ -33,24 +36,10 @@ PROJECT = (
 )
 
 
-async def wait_for(
-    check: Callable[[], Awaitable[Any]], what: str, timeout: float = 15.0, every: float = 0.1
-) -> Any:
-    """Poll until `check` returns something truthy (the background jobs run on intervals)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(every)
-
-
 @contextlib.asynccontextmanager
 async def routing_server(database_url: str, tmp_path: Path, shares: str) -> AsyncIterator[Api]:
     """A server whose routing job runs every 0.2 s with a 3 s fairness window."""
-    settings = conftest.test_settings(
+    settings = settings_for(
         database_url,
         tmp_path,
         routing_interval=0.2,

@@ -18,16 +18,12 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
-from .conftest import InProcessServer
-from .conftest import test_settings as make_settings
-from .helpers import ADMIN_TOKEN, Api, tasks_of
-
-CLAIM = "mutation { claimNextTask { assignmentId } }"
+from .helpers import ADMIN_TOKEN, CLAIM, Api, InProcessServer, settings_for, tasks_of
 
 
 @pytest_asyncio.fixture
 async def tight_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    settings = make_settings(
+    settings = settings_for(
         database_url, tmp_path, pool_min=2, pool_max=2,
         pool_timeout=60.0,  # nobody times out here: a refusal can only be the admission's
         admission_queue=10, admission_claim_queue=1, sweep_interval=60.0,

@@ -16,8 +16,7 @@ import pytest_asyncio
 
 from taskroute.resolvers import forecast as fc
 
-from . import conftest
-from .helpers import Api, tasks_of
+from .helpers import Api, InProcessServer, settings_for, tasks_of
 from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, WsClient
 
 FORECAST = "subscription($p: ID!) { forecastUpdated(projectId: $p) { forecast { remaining } } }"
@@ -25,14 +24,14 @@ FORECAST = "subscription($p: ID!) { forecastUpdated(projectId: $p) { forecast { 
 
 @pytest_asyncio.fixture
 async def small_budget(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    settings = conftest.test_settings(
+    settings = settings_for(
         database_url,
         tmp_path,
         ws_max_subscriptions_per_socket=3,
         ws_max_subscriptions_per_credential=5,
         forecast_poll=3600.0,  # only task changes re-evaluate forecasts in these tests
     )
-    srv = conftest.InProcessServer(settings)
+    srv = InProcessServer(settings)
     await srv.start()
     try:
         async with Api(srv.url) as api:

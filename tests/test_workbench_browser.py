@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import InProcessServer
-from .helpers import Api
+from .helpers import Api, InProcessServer
 from .test_dashboard_browser import CHROMIUM, CHROMIUM_ARGS, OUTPUT, WAIT_MS
 
 playwright_api = pytest.importorskip("playwright.async_api")

@@ -15,8 +15,8 @@ import pytest
 from taskroute.resolvers import ingest as ingest_module
 
 from ..clock import DbClock
-from ..helpers import ADMIN_TOKEN, Api, GraphQLError
-from .conftest import StartServer, StoreHandle, assert_open_tasks_have_payloads, wait_for
+from ..helpers import ADMIN_TOKEN, CLAIM, Api, GraphQLError, wait_for
+from .stores import StartServer, StoreHandle, assert_open_tasks_have_payloads
 
 BIG = "x" * 500  # over the suite's 200-byte inline threshold: delivered by URL
 
@@ -27,8 +27,6 @@ PROJECT_STATUS = """query($p: ID!) { project(id: $p) { status
 ADD_TASKS = """mutation($p: ID!, $t: [TaskInput!]!) { addTasks(projectId: $p, tasks: $t) {
   accepted added project { id status } ingest { state tasksStored tasksTotal error } } }"""
 
-CLAIM = """mutation { claimNextTask { assignmentId leaseUntil
-  task { id projectId skill priority payload payloadUrl } } }"""
 
 AUDIT = """query($p: ID, $e: ID, $a: String, $l: Int!) {
   auditLog(projectId: $p, expertId: $e, after: $a, limit: $l) {

@@ -16,9 +16,8 @@ import asyncpg
 import httpx
 import pytest
 
-from ..conftest import free_port
-from ..helpers import ADMIN_TOKEN, Api
-from .conftest import StartServer, StoreHandle, assert_open_tasks_have_payloads, wait_for
+from ..helpers import ADMIN_TOKEN, Api, free_port, wait_for
+from .stores import StartServer, StoreHandle, assert_open_tasks_have_payloads
 
 N = 20_000
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +79,7 @@ async def test_20k_batch_is_answered_at_once_and_becomes_claimable(
             assert status["ingest"]["state"] in ("queued", "running", "done"), status
             return status["ingest"]["state"] == "done" and status["status"] == "active"
 
-        await wait_for(done, timeout=240, interval=0.5)
+        await wait_for(done, timeout=240, every=0.5)
         print(f"[{store.kind}] all open after {time.perf_counter() - t0:.1f} s")
         claims = [await api.claim(e["token"]) for e in experts]
         assert all(c and c["task"]["payload"]["doc"].startswith("document") for c in claims)
@@ -177,7 +176,7 @@ async def test_kill_mid_ingest_then_restart_finishes_exactly_once(
         async def some_stored() -> bool:
             return await db.fetchval("SELECT tasks_stored >= 1000 FROM ingest_jobs")
 
-        await wait_for(some_stored, timeout=120, interval=0.01)
+        await wait_for(some_stored, timeout=120, every=0.01)
         first.kill()
         stored = await db.fetchval("SELECT tasks_stored FROM ingest_jobs")
         assert stored < N, "the kill must land mid-ingest for this test to mean anything"
@@ -198,7 +197,7 @@ async def test_kill_mid_ingest_then_restart_finishes_exactly_once(
                 status = (await api.rest("GET", f"/v1/projects/{pid}", customer["token"])).json()
                 return status["ingest"]["state"] == "done"
 
-            await wait_for(done, timeout=240, interval=0.5)
+            await wait_for(done, timeout=240, every=0.5)
             status = (await api.rest("GET", f"/v1/projects/{pid}", customer["token"])).json()
             assert status["status"] == "active"
             assert status["ingest"]["tasks_stored"] == N
