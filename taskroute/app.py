@@ -42,7 +42,8 @@ from taskroute.resolvers.sweeper import sweep_pass
 from taskroute.resolvers.task_counts import compact_once
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
-from taskroute.schema.context import Context, Services
+from taskroute.schema.context import Context
+from taskroute.services import Services
 
 log = logging.getLogger(__name__)
 

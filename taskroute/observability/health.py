@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 if TYPE_CHECKING:
-    from taskroute.schema.context import Services
+    from taskroute.services import Services
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 CHECK_TIMEOUT = 2.0

@@ -38,7 +38,7 @@ from taskroute.db.queries import Q
 from taskroute.errors import TaskrouteError
 
 if TYPE_CHECKING:
-    from taskroute.schema.context import Services
+    from taskroute.services import Services
 
 log = logging.getLogger(__name__)
 

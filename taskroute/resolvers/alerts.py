@@ -131,3 +131,8 @@ async def risk(db: Database, project_id: UUID) -> Risk:
 
 async def alerts(db: Database, project_id: UUID, limit: int = ALERTS_SHOWN) -> list[asyncpg.Record]:
     return await db.fetch(Q["alerts_for_project"], project_id, limit)
+
+
+async def latest_alert_seq(db: Database, project_id: UUID) -> int:
+    """The newest alert's sequence number (0: none yet): where a subscriber starts."""
+    return int(await db.fetchval(Q["alert_latest_seq"], project_id))

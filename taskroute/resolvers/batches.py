@@ -25,7 +25,7 @@ from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 if TYPE_CHECKING:
     from taskroute.jobs import Jobs
-    from taskroute.schema.context import Services
+    from taskroute.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from taskroute.config import Settings
 from taskroute.db.pool import Database
@@ -107,3 +108,23 @@ async def routing_once(
     for b in report.bumps:
         log.info("project %s %sed (remaining %d)", b["project_id"], b["kind"], b["remaining"])
     return report
+
+
+# --- what the API reads of routing -----------------------------------------------------------
+
+
+async def project_routing(db: Database, project_id: UUID) -> tuple[bool, list[Any]]:
+    """Whether the project's deadline bump is on, and its bump/unbump history."""
+    state = await db.fetchrow(Q["routing_project_state"], project_id)
+    events = await db.fetch(Q["routing_project_events"], project_id)
+    return bool(state and state["deadline_bumped"]), list(events)
+
+
+async def skill_scarcity(db: Database) -> list[Any]:
+    """Per-skill scarcity as the routing job last measured it, scarcest first."""
+    return list(await db.fetch(Q["routing_scarcity_list"]))
+
+
+async def expert_presence(db: Database, expert_id: UUID) -> Any:
+    """The expert's status and when it was last seen (None: no such expert)."""
+    return await db.fetchrow(Q["routing_expert_presence"], expert_id)

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse
 
 from taskroute.auth import Viewer, authenticate
 from taskroute.errors import BadInput, TaskrouteError
-from taskroute.schema.context import Services
+from taskroute.services import Services
 
 
 def error_response(exc: TaskrouteError) -> JSONResponse:

@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from taskroute.auth import Viewer, authenticate
 from taskroute.config import Settings
-from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
-from taskroute.realtime.budget import SubscriptionBudget
-
-
-@dataclass
-class Services:
-    """What the app's lifespan builds once and every request shares."""
-
-    db: Database
-    settings: Settings
-    extras: dict[str, Any] = field(default_factory=dict)
-    # token hash -> viewer (None: every request looks its token up in the database)
-    credentials: CredentialCache | None = None
-    subscriptions: SubscriptionBudget | None = None
+from taskroute.services import Services
 
 
 @dataclass

@@ -22,7 +22,6 @@ from typing import Any
 import strawberry
 
 from taskroute.auth import parse_id
-from taskroute.db.queries import Q
 from taskroute.realtime.shared import SharedEvaluations
 from taskroute.resolvers import alerts as alert_domain
 from taskroute.resolvers import customer_views
@@ -229,7 +228,7 @@ class ForecastSubscription:
         settings = info.context.settings
         hub = info.context.services.extras.get("hub")
         shared = info.context.services.extras.setdefault("forecasts", SharedEvaluations())
-        seen_alerts = await db.fetchval(Q["alert_latest_seq"], project["id"])
+        seen_alerts = await alert_domain.latest_alert_seq(db, project["id"])
         last: tuple[Any, ...] | None = None
 
         async def evaluate() -> tuple[Any, Any, Any]:

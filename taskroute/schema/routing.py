@@ -5,7 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from taskroute.auth import parse_id
-from taskroute.db.queries import Q
+from taskroute.resolvers import routing
 
 from .context import Context
 from .routing_types import ExpertPresence, SkillScarcity
@@ -18,13 +18,13 @@ class RoutingQuery:
     @strawberry.field(description="Admin: per-skill scarcity, scarcest first.")
     async def skill_scarcity(self, info: Info) -> list[SkillScarcity]:
         (await info.context.viewer()).require_admin()
-        rows = await info.context.db.fetch(Q["routing_scarcity_list"])
+        rows = await routing.skill_scarcity(info.context.db)
         return [SkillScarcity(**dict(r)) for r in rows]
 
     @strawberry.field(description="Admin: when an expert was last seen (claims, heartbeats).")
     async def expert_presence(self, info: Info, id: strawberry.ID) -> ExpertPresence | None:
         (await info.context.viewer()).require_admin()
-        row = await info.context.db.fetchrow(Q["routing_expert_presence"], parse_id(id, "expert"))
+        row = await routing.expert_presence(info.context.db, parse_id(id, "expert"))
         if row is None:
             return None
         return ExpertPresence(

@@ -10,7 +10,7 @@ from uuid import UUID
 import strawberry
 
 from taskroute.db.pool import Database
-from taskroute.db.queries import Q
+from taskroute.resolvers import routing
 
 
 @strawberry.enum(description="Named levels of a project's priority: HIGH 100, NORMAL 0, LOW -100.")
@@ -41,12 +41,8 @@ class ProjectRouting:
 
     @classmethod
     async def load(cls, db: Database, project_id: UUID) -> ProjectRouting:
-        state = await db.fetchrow(Q["routing_project_state"], project_id)
-        events = await db.fetch(Q["routing_project_events"], project_id)
-        return cls(
-            deadline_bumped=bool(state and state["deadline_bumped"]),
-            events=[PriorityEvent.of(r) for r in events],
-        )
+        bumped, events = await routing.project_routing(db, project_id)
+        return cls(deadline_bumped=bumped, events=[PriorityEvent.of(r) for r in events])
 
 
 @strawberry.type(description="Per-skill scarcity as last measured by the routing job.")
