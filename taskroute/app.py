@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -69,12 +69,12 @@ class GraphQLApp(SpecGraphQL):
         except Unavailable:
             # The database is busy, not the credential wrong: accept, and authenticate again
             # when an operation starts (it then fails with UNAVAILABLE if still busy).
-            return UNSET
+            return cast(UnsetType, UNSET)
         except TaskrouteError as exc:
             raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from exc
         # closed (4403) when the token is revoked, expires, or its expert is deactivated
         watch_websocket(context, viewer)
-        return UNSET
+        return cast(UnsetType, UNSET)
 
 
 class BodyLimit:

@@ -24,8 +24,10 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlparse
+
+T = TypeVar("T")
 
 # Blocking I/O (files, boto3) runs on this many threads per store.
 DEFAULT_CONCURRENCY = 16
@@ -69,7 +71,7 @@ class _Threaded:
         self.concurrency = concurrency
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="blobs")
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _run_all(self, fn: Callable[..., Any], items: list[Any]) -> None:
@@ -300,7 +302,8 @@ class S3BlobStore(_Threaded):
 
         try:
             obj = self._client.get_object(Bucket=self.bucket, Key=self.object_key(key))
-            return obj["Body"].read()
+            body: bytes = obj["Body"].read()
+            return body
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise BlobNotFound(f"no blob {key}") from exc
@@ -361,11 +364,12 @@ class S3BlobStore(_Threaded):
 
     def presigned_get_url(self, key: str, expires_in: int) -> str | None:
         # Signing is local computation (no request), so it may run on the event loop.
-        return self._client.generate_presigned_url(
+        url: str = self._client.generate_presigned_url(
             "get_object",
             Params={"Bucket": self.bucket, "Key": self.object_key(key)},
             ExpiresIn=expires_in,
         )
+        return url
 
 
 def open_blob_store(url: str, data_dir: str, concurrency: int = DEFAULT_CONCURRENCY) -> BlobStore:

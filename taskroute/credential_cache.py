@@ -136,11 +136,11 @@ class CredentialCache:
             self._drop(token_hash)
         self.misses += 1
         epoch = self._epoch
-        viewer = await load()
+        loaded = await load()
         # `trusted` again: the listener may have gone down or been replaced meanwhile.
-        if viewer is not None and epoch == self._epoch and self.trusted:
-            self._store(token_hash, viewer, now)
-        return viewer
+        if loaded is not None and epoch == self._epoch and self.trusted:
+            self._store(token_hash, loaded, now)
+        return loaded
 
     def _store(self, token_hash: bytes, viewer: Viewer, read_at: float) -> None:
         if self.max_entries <= 0:

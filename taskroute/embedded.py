@@ -11,11 +11,12 @@ log = logging.getLogger(__name__)
 
 def start_embedded_postgres(data_dir: str) -> tuple[str, Any]:
     """Start (or reuse) Postgres in `data_dir/pg`; return its URL and the server handle."""
-    import pgserver  # imported here: only needed when no DATABASE_URL is given
+    # imported here: only needed when no DATABASE_URL is given
+    from pgserver.postgres_server import get_server
 
     folder = Path(data_dir).resolve() / "pg"
     folder.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(folder, cleanup_mode="stop")
+    server = get_server(folder, cleanup_mode="stop")
     url = server.get_uri()
     # the documented default for a first run, not a problem: info, not a warning
     log.info("DATABASE_URL is not set: using embedded Postgres in %s (%s)", folder, url)

@@ -115,7 +115,9 @@ def _is_request_error(result: ExecutionResult) -> bool:
     Field errors always carry a `path`; request errors never do.
     """
     return (
-        bool(result.errors) and result.data is None and all(e.path is None for e in result.errors)
+        bool(result.errors)
+        and result.data is None
+        and all(e.path is None for e in result.errors or ())
     )
 
 
@@ -234,6 +236,8 @@ class SpecGraphQL(GraphQL[Any, None]):
         except (AttributeError, TypeError) as exc:
             # strawberry calls `.get` on whatever JSON arrived (null, a number, a string).
             raise HTTPException(400, "the body must be a JSON object") from exc
+        if isinstance(parsed, list):  # strawberry refuses batches first (batching is off)
+            raise HTTPException(400, "Batching is not enabled")
         name = parsed.operation_name
         if name is not None and not isinstance(name, str):
             raise HTTPException(400, "operationName must be a string")

@@ -86,7 +86,8 @@ async def create_pool(
 
 def _is_lost(conn: asyncpg.Connection) -> bool:
     try:
-        return conn.is_closed()
+        closed: bool = conn.is_closed()
+        return closed
     except asyncpg.InterfaceError:
         # The pool already took the proxy back: it does that when the connection died.
         return True
@@ -189,7 +190,8 @@ class Database:
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self.connection() as conn:
-            return await conn.fetch(query, *args)
+            rows: list[asyncpg.Record] = await conn.fetch(query, *args)
+            return rows
 
     async def fetchval(self, query: str, *args: Any) -> Any:
         async with self.connection() as conn:
@@ -197,7 +199,8 @@ class Database:
 
     async def execute(self, query: str, *args: Any) -> str:
         async with self.connection() as conn:
-            return await conn.execute(query, *args)
+            status: str = await conn.execute(query, *args)
+            return status
 
 
 class Snapshot:
@@ -211,7 +214,8 @@ class Snapshot:
         return await self.conn.fetchrow(query, *args)
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        return await self.conn.fetch(query, *args)
+        rows: list[asyncpg.Record] = await self.conn.fetch(query, *args)
+        return rows
 
     async def fetchval(self, query: str, *args: Any) -> Any:
         return await self.conn.fetchval(query, *args)

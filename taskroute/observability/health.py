@@ -40,7 +40,7 @@ async def readyz(request: Request) -> Response:
     services: Services = request.state.services
 
     async def database() -> bool:
-        return await services.db.fetchval("SELECT 1") == 1
+        return bool(await services.db.fetchval("SELECT 1") == 1)
 
     checks: dict[str, ReadinessCheck] = {"database": database}
     checks.update(services.extras.get("readiness", {}))

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 _GAUGE_MODE: dict[str, Any] = {"multiprocess_mode": "mostrecent"} if MULTIPROCESS else {}
+_LIVE_SUM_MODE: dict[str, Any] = {"multiprocess_mode": "livesum"} if MULTIPROCESS else {}
 
 CLAIMS = Counter(
     "taskroute_claims_total",
@@ -95,7 +96,7 @@ ADMISSION_WAITING = Gauge(
     "taskroute_admission_waiting",
     "Requests waiting for a database connection, by priority",
     ["priority"],
-    **({"multiprocess_mode": "livesum"} if MULTIPROCESS else {}),
+    **_LIVE_SUM_MODE,
 )
 
 # Seconds between database queries for the scrape-time gauges.
@@ -152,7 +153,7 @@ def _registry() -> CollectorRegistry | None:
     if not MULTIPROCESS:
         return None  # the default registry
     registry = CollectorRegistry()
-    _mp.MultiProcessCollector(registry)
+    _mp.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # untyped upstream
     return registry
 
 
@@ -184,8 +185,8 @@ async def metrics_endpoint(request: Request) -> Response:
     except TimeoutError:
         log.warning("metrics: database gauges timed out")
     registry = _registry()
-    body = generate_latest(registry) if registry is not None else generate_latest()
-    return Response(body, media_type=CONTENT_TYPE_LATEST)
+    exposition = generate_latest(registry) if registry is not None else generate_latest()
+    return Response(exposition, media_type=CONTENT_TYPE_LATEST)
 
 
 @contextlib.contextmanager

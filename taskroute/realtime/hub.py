@@ -192,10 +192,10 @@ class Hub:
         silently dead (no RST): until it answers, treat it as down."""
         if not self.healthy:
             return False
-        last_ok = getattr(self.backend, "last_ok", None)
+        last_ok: float | None = getattr(self.backend, "last_ok", None)
         if not last_ok:
             return True
-        overdue = getattr(self.backend, "probe_interval", 5.0) + getattr(
+        overdue: float = getattr(self.backend, "probe_interval", 5.0) + getattr(
             self.backend, "probe_timeout", 5.0
         )
         return time.monotonic() - last_ok <= overdue
@@ -470,7 +470,8 @@ class Hub:
         projects = data.get("p")
         if skill is None or not isinstance(projects, dict):
             return
-        quality = data.get("q") if isinstance(data.get("q"), dict) else {}
+        raw_quality = data.get("q")
+        quality: dict[str, Any] = raw_quality if isinstance(raw_quality, dict) else {}
         nonce = data.get("x")
         attempt = data.get("a", 1)
         skip = data.get("s")

@@ -343,8 +343,8 @@ def _may_manage(viewer: Viewer, row: asyncpg.Record) -> bool:
     if viewer.role == "admin":
         return True
     if viewer.role == "customer":
-        return row["customer_id"] == viewer.customer_id
-    return viewer.role == "expert" and row["expert_id"] == viewer.expert_id
+        return bool(row["customer_id"] == viewer.customer_id)
+    return viewer.role == "expert" and bool(row["expert_id"] == viewer.expert_id)
 
 
 def _owner(viewer: Viewer, customer_id: UUID | None, expert_id: UUID | None) -> tuple[str, Any]:

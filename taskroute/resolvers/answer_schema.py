@@ -52,7 +52,8 @@ def check_schema(schema: Any, where: str) -> dict[str, Any] | bool:
     json_value(schema, where, MAX_SCHEMA_BYTES)
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        # true/false are valid schemas too (jsonschema accepts them; its stubs say Mapping)
+        cls.check_schema(schema)  # type: ignore[arg-type]
     except SchemaError as exc:
         path = _path(exc.absolute_path)
         raise BadInput(
@@ -79,7 +80,8 @@ def _validator(schema: Any) -> Validator:
 
 def error_of(schema: Any, value: Any) -> ValidationError | None:
     """The most relevant way `value` breaks `schema`, or None when it conforms."""
-    return best_match(_validator(schema).iter_errors(value))
+    found: ValidationError | None = best_match(_validator(schema).iter_errors(value))
+    return found
 
 
 def check(schema: Any, value: Any, where: str) -> None:

@@ -33,7 +33,7 @@ AUDIT_PAGE_MAX = 1000
 
 
 def blobs_of(services: Services) -> BlobStore:
-    store = services.extras.get("blobs")
+    store: BlobStore | None = services.extras.get("blobs")
     if store is None:
         raise Unavailable("the payload store is not configured in this process")
     return store

@@ -43,7 +43,7 @@ async def insert_tasks(
     if not specs:
         return 0
     if refs is None:
-        inline = [s.payload_json for s in specs]
+        inline: list[str | None] = [s.payload_json for s in specs]
         keys: list[str | None] = [None] * len(specs)
     else:
         inline = [s.payload_json if r.inline else None for s, r in zip(specs, refs, strict=True)]

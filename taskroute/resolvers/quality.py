@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -78,7 +78,8 @@ def answer_key(answer: Any, field: str | None) -> str | None:
 
 def krippendorff_alpha_nominal(units: list[list[str]]) -> float | None:
     """Krippendorff's alpha for nominal data; units with fewer than two values are skipped."""
-    o: Counter[tuple[str, str]] = Counter()
+    # weights are fractions (1 / (m - 1)), so float counts, not Counter's ints
+    o: defaultdict[tuple[str, str], float] = defaultdict(float)
     for values in units:
         m = len(values)
         if m < 2:
@@ -87,7 +88,7 @@ def krippendorff_alpha_nominal(units: list[list[str]]) -> float | None:
             for j, b in enumerate(values):
                 if i != j:
                     o[(a, b)] += 1 / (m - 1)
-    n_c: Counter[str] = Counter()
+    n_c: defaultdict[str, float] = defaultdict(float)
     for (a, _), w in o.items():
         n_c[a] += w
     n = sum(n_c.values())

@@ -23,7 +23,8 @@ def error_response(exc: TaskrouteError) -> JSONResponse:
 
 
 def services(request: Request) -> Services:
-    return request.state.services
+    services: Services = request.state.services
+    return services
 
 
 async def viewer(request: Request) -> Viewer:

@@ -38,9 +38,10 @@ def _result_line(r: Any) -> str:
 
 async def _owned_project(request: Request) -> UUID:
     who = await viewer(request)
-    project_id = parse_id(request.path_params["id"], "project")
-    row = await projects.get_project(services(request).db, project_id, who.customer_scope())
-    return row["id"]
+    asked = parse_id(request.path_params["id"], "project")
+    row = await projects.get_project(services(request).db, asked, who.customer_scope())
+    project_id: UUID = row["id"]
+    return project_id
 
 
 async def results(request: Request) -> Response:

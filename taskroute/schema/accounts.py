@@ -601,7 +601,7 @@ class AdminMutationAudit(SchemaExtension):
     (pauseExpert, unpauseExpert, retractAnswers, reverse, ...): who, when, which arguments
     (`reason` among them: the why). Written after the operation, outside its transaction."""
 
-    async def on_execute(self) -> Any:  # type: ignore[override]
+    async def on_execute(self) -> Any:
         yield
         ctx = self.execution_context
         context = ctx.context

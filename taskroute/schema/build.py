@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import strawberry
 from strawberry.extensions import MaxTokensLimiter, ParserCache, ValidationCache
@@ -54,7 +55,7 @@ __all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "build_schema"]
 
 
 def build_schema(introspection: bool = True) -> strawberry.Schema:
-    extensions: list = [
+    extensions: list[Any] = [
         ErrorCodes,
         # scoped tokens: a read-only token is refused every mutation (schema/accounts.py)
         ScopedTokens,

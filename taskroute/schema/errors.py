@@ -64,7 +64,7 @@ class ErrorCodes(SchemaExtension):
         yield
         result = self.execution_context.result
         if result is not None and getattr(result, "errors", None):
-            result.errors = [_coded(e) for e in result.errors]
+            result.errors = [_coded(e) for e in result.errors or ()]
 
 
 class TaskrouteSchema(strawberry.Schema):

@@ -138,7 +138,7 @@ def _number_literals(document: DocumentNode) -> list[IntValueNode | FloatValueNo
 
 
 def _instant_in_range(value: str) -> datetime.datetime:
-    parsed = dateutil.parser.isoparse(value)
+    parsed: datetime.datetime = dateutil.parser.isoparse(value)
     if parsed.tzinfo is not None:
         # Year 1 at +14:00 and year 9999 at -14:00 cannot be turned into UTC: the driver
         # raised on them deep inside a resolver (INTERNAL).

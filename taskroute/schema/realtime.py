@@ -30,7 +30,7 @@ class TaskAvailable:
 
 
 def _hub(info: Info) -> Hub:
-    hub = info.context.services.extras.get("hub")
+    hub: Hub | None = info.context.services.extras.get("hub")
     if hub is None:
         raise Unavailable("subscriptions are not available on this server")
     return hub
