@@ -1,141 +1,291 @@
-"""Every setting, read from the environment in one place. Each has a documented default."""
+"""Every setting, declared once: its field, environment variable, type, default and meaning.
+
+`Settings.from_env()` reads the variables; `settings_table()` renders the README's
+Configuration table from the same declarations (`python scripts/readme_settings.py` rewrites
+it; `tests/test_config.py` fails while they differ).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
+from typing import Any
 
 
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return default if raw in (None, "") else int(raw)
-
-
-def _float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return default if raw in (None, "") else float(raw)
-
-
-def _bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    return default if raw in (None, "") else raw.lower() in ("1", "true", "yes", "on")
+def setting(default: Any, env: str, meaning: str, shown: str | None = None) -> Any:
+    """A field of `Settings` read from `env`. `shown` replaces the default in the README table
+    when the literal value would not say what happens (an empty value, a computed one)."""
+    meta = {"env": env, "meaning": meaning, "shown": shown}
+    return dataclasses.field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class Settings:
-    # Postgres URL; empty -> an embedded Postgres (pgserver) under `data_dir/pg`. The request
-    # pool connects here: Postgres itself, or a transaction-mode pooler (PgBouncer) before it.
-    database_url: str = ""
-    # Postgres itself, for what needs a session of its own: the LISTEN connection (realtime
-    # wake-ups, credential-cache invalidations) and migrations (a session advisory lock).
-    # Empty -> `database_url`. A transaction-mode pooler hands each transaction to any server
-    # connection, so a LISTEN or a session lock through it would silently land elsewhere.
-    direct_database_url: str = ""
-    # asyncpg's prepared-statement cache per pooled connection; -1 -> automatic: 100 (asyncpg's
-    # default) when the pool talks to Postgres itself, 0 when `direct_database_url` names
-    # another address (a pooler sits in between: PgBouncer before 1.21 cannot keep named
-    # prepared statements across transactions).
-    statement_cache_size: int = -1
-    # Bootstrap admin credential; empty -> no admin over the API (the CLI still works).
-    admin_token: str = ""
-    # Bearer token a Prometheus scraper sends to /metrics (the admin token works too); /metrics
-    # names customers' skills and their backlogs, so it is never served anonymously.
-    metrics_token: str = ""
-    # Where payloads live: file:///path (default ./.taskroute/blobs) or s3://bucket/prefix.
-    blob_url: str = ""
-    # Local state (embedded Postgres, local blobs).
-    data_dir: str = "./.taskroute"
-    pool_min: int = 2
-    pool_max: int = 10
-    # How long a request waits for a pooled connection before answering UNAVAILABLE / 503.
-    pool_timeout: float = 5.0
-    # Admission (issue 19): per server process, at most this many requests wait for a pooled
-    # connection; past it a request is refused at once (503 / UNAVAILABLE, Retry-After)
-    # instead of waiting in a line that cannot drain in time. Claims have their own, shorter
-    # line (shed first); heartbeats and submits are served before everything else.
-    admission_queue: int = 1000
-    admission_claim_queue: int = 200
-    # Seconds between sweeps of expired leases.
-    sweep_interval: float = 5.0
-    # SIGTERM: seconds in-flight requests and running background-job passes may take to
-    # finish before they are cancelled (give the process manager's kill timeout more).
-    shutdown_grace: float = 30.0
-    # REST 204 Retry-After seconds when there is nothing to claim.
-    retry_after: int = 10
-    # Largest request body accepted, in bytes (rejected before it is buffered).
-    max_body_bytes: int = 32 * 1024 * 1024
-    # Largest payload of one task, in bytes of canonical JSON.
-    max_payload_bytes: int = 1024 * 1024
-    # Most tasks in one createProject / addTasks request.
-    max_tasks_per_request: int = 100_000
-    # GraphQL introspection (turn off in production if you do not publish the schema).
-    introspection: bool = True
-    # Origins allowed to open WebSockets (comma separated); empty -> same-origin only.
-    allowed_origins: tuple[str, ...] = field(default_factory=tuple)
-    # Forecasts (issue 7): throughput is observed over this many recent seconds ...
-    forecast_window: float = 3600.0
-    # ... from experts seen (claiming) within this many seconds or holding a live lease.
-    forecast_presence: float = 900.0
-    # Seconds between evaluations of every deadline (risk alerts).
-    forecast_interval: float = 30.0
-    # Back on track only when the ETA beats the deadline by this fraction of the time left.
-    forecast_hysteresis: float = 0.1
-    # Seconds between re-evaluations behind `forecastUpdated` when no task of the project
-    # changed (time alone moves an ETA); a change re-evaluates at once. One evaluation per
-    # project per change or interval, shared by all of its subscribers.
-    forecast_poll: float = 2.0
-    # Seconds between foldings of the task-count deltas into the counts forecasts read
-    # (exact either way; folding keeps the deltas a forecast sums few).
-    counts_interval: float = 1.0
-    # Subscriptions one WebSocket, and one credential (across sockets), may hold per process.
-    ws_max_subscriptions_per_socket: int = 20
-    ws_max_subscriptions_per_credential: int = 200
-    # Seconds between health probes of the LISTEN connection (a dead one is replaced).
-    listen_probe_interval: float = 5.0
-    # Seconds a probe may take; two probes in a row without an answer replace the connection.
-    listen_probe_timeout: float = 5.0
-    # Wake-ups across processes (issue 16, realtime/tickets.py): processes share each opened
-    # task's wake-up through Postgres, so one task wakes about one expert in all (off: each
-    # process wakes its own, N processes -> about N experts per task). A woken expert not seen
-    # (claim or heartbeat) within `wake_ack_seconds` is taken as gone and the wake-up goes to
-    # another, at most `wake_max_announcements` announcements per task in all.
-    wake_coordination: bool = True
-    wake_ack_seconds: float = 10.0
-    wake_max_announcements: int = 3
-    # Credential cache (issue 11): token hashes remembered per process (LRU; 0 turns the cache
-    # off), and seconds an entry may serve at most before the database is asked again
-    # (revocations normally arrive within a second by NOTIFY; this bounds the worst case).
-    credential_cache_size: int = 100_000
-    credential_cache_max_age: float = 60.0
-    # --- batches (issue 3) ---
-    # Payloads up to this many bytes also stay inline in the item row and travel inside the
-    # claim; larger ones are fetched through a short-lived payload URL.
-    inline_payload_bytes: int = 16 * 1024
-    # Blob-store calls in flight per server process (threads / pooled S3 connections).
-    blob_concurrency: int = 16
-    # Tasks per ingest chunk: the unit a background ingest stores in one transaction.
-    ingest_chunk_tasks: int = 1000
-    # Chunks one server process ingests at once (each holds a pooled connection meanwhile).
-    ingest_workers: int = 2
-    # Seconds between polls for queued ingest jobs (a local accept wakes the worker at once).
-    ingest_poll_interval: float = 1.0
-    # Back-off after a failed ingest attempt: base * 2^attempts seconds, at most max.
-    ingest_retry_base: float = 0.5
-    ingest_retry_max: float = 30.0
-    # Lifetime of a payload URL, in seconds (it also dies with the lease).
-    payload_url_ttl: int = 300
-    # Key that signs payload URLs; empty -> one generated once and shared through the database.
-    url_secret: str = ""
-    # Seconds between runs of the payload retention job (issue 18; one process at a time).
-    retention_interval: float = 60.0
-    # Routing job (issue 6): seconds between runs; fairness window; least share of a skill's
-    # claims per priority class under saturation; deadline-forecast window; how recently an
-    # expert must have been seen to count as active for skill scarcity.
-    routing_interval: float = 5.0
-    routing_fair_window: float = 60.0
-    routing_class_shares: str = "high=0.5,normal=0.25,low=0.1"
-    routing_forecast_window: float = 600.0
-    routing_active_window: float = 3600.0
+    database_url: str = setting(
+        "",
+        "DATABASE_URL",
+        "the Postgres that is the system of record; the request pool connects here (Postgres"
+        " itself, or PgBouncer in transaction mode in front of it)",
+        shown="unset: embedded Postgres",
+    )
+    # A transaction-mode pooler hands each transaction to any server connection, so a LISTEN
+    # or a session lock through it would silently land elsewhere.
+    direct_database_url: str = setting(
+        "",
+        "TASKROUTE_DIRECT_DATABASE_URL",
+        "Postgres itself, never a pooler: the LISTEN connection (wake-ups, credential"
+        " revocations) and migrations (a session advisory lock) connect here; set it when"
+        " `DATABASE_URL` is PgBouncer",
+        shown="`DATABASE_URL`",
+    )
+    statement_cache_size: int = setting(
+        -1,
+        "TASKROUTE_STATEMENT_CACHE_SIZE",
+        "asyncpg's prepared statements kept per pooled connection; 0 behind PgBouncer before"
+        " 1.21, which cannot keep them across transactions (see [docs/deploy.md](docs/deploy.md))",
+        shown="100, or 0 when `TASKROUTE_DIRECT_DATABASE_URL` differs from `DATABASE_URL`",
+    )
+    admin_token: str = setting(
+        "", "TASKROUTE_ADMIN_TOKEN", "bootstrap admin credential", shown="unset: no API admin"
+    )
+    # /metrics names customers' skills and their backlogs: never served anonymously.
+    metrics_token: str = setting(
+        "",
+        "TASKROUTE_METRICS_TOKEN",
+        "bearer token a Prometheus scraper sends to `/metrics` (never served anonymously)",
+        shown="unset: admin token only",
+    )
+    blob_url: str = setting(
+        "",
+        "TASKROUTE_BLOB_URL",
+        "payload store: `file:///path` or `s3://bucket/prefix`",
+        shown="`file://./.taskroute/blobs`",
+    )
+    data_dir: str = setting(
+        "./.taskroute", "TASKROUTE_DATA_DIR", "embedded Postgres and local blobs"
+    )
+    pool_min: int = setting(2, "TASKROUTE_POOL_MIN", "least connections per server process")
+    pool_max: int = setting(10, "TASKROUTE_POOL_MAX", "most connections per server process")
+    pool_timeout: float = setting(
+        5.0,
+        "TASKROUTE_POOL_TIMEOUT",
+        "seconds a request waits for a connection before 503 / `UNAVAILABLE`",
+    )
+    # Admission: a request that cannot be served in time is refused at once instead of
+    # waiting in a line that cannot drain; heartbeats and submits go first, claims last.
+    admission_queue: int = setting(
+        1000,
+        "TASKROUTE_ADMISSION_QUEUE",
+        "requests per process that may wait for a connection; past it a request is refused at"
+        " once (see Capacity)",
+    )
+    admission_claim_queue: int = setting(
+        200,
+        "TASKROUTE_ADMISSION_CLAIM_QUEUE",
+        "claims per process that may wait for a connection (a claim holds one for about a"
+        " millisecond, so 200 is a short wait); past it a claim is refused at once",
+    )
+    sweep_interval: float = setting(
+        5.0, "TASKROUTE_SWEEP_INTERVAL", "seconds between sweeps of expired leases"
+    )
+    # Give the process manager's kill timeout more than this.
+    shutdown_grace: float = setting(
+        30.0,
+        "TASKROUTE_SHUTDOWN_GRACE",
+        "on SIGTERM, seconds in-flight requests and running background-job passes may take"
+        " before they are cancelled (see docs/deploy.md, Restarts)",
+    )
+    retry_after: int = setting(
+        10, "TASKROUTE_RETRY_AFTER", "`Retry-After` seconds on an empty REST claim"
+    )
+    max_body_bytes: int = setting(
+        32 * 1024 * 1024,
+        "TASKROUTE_MAX_BODY_BYTES",
+        "largest request body (refused before it is buffered)",
+    )
+    max_payload_bytes: int = setting(
+        1024 * 1024,
+        "TASKROUTE_MAX_PAYLOAD_BYTES",
+        "largest payload of one task (canonical JSON)",
+    )
+    max_tasks_per_request: int = setting(
+        100_000, "TASKROUTE_MAX_TASKS_PER_REQUEST", "most tasks in one request"
+    )
+    introspection: bool = setting(True, "TASKROUTE_INTROSPECTION", "GraphQL introspection")
+    allowed_origins: tuple[str, ...] = setting(
+        (),
+        "TASKROUTE_ALLOWED_ORIGINS",
+        "origins allowed to open WebSockets (comma separated); empty: same-origin only",
+    )
+    forecast_window: float = setting(
+        3600.0,
+        "TASKROUTE_FORECAST_WINDOW",
+        "seconds of history the pace is measured from (each expert's cycle times since their"
+        " last change of pace, at most their 40 newest)",
+    )
+    forecast_presence: float = setting(
+        900.0,
+        "TASKROUTE_FORECAST_PRESENCE",
+        "an expert counts as active if seen (claim, heartbeat) this recently or holding a"
+        " lease; also the longest gap between two tasks that still counts as working",
+    )
+    forecast_interval: float = setting(
+        30.0,
+        "TASKROUTE_FORECAST_INTERVAL",
+        "seconds between evaluations of every deadline (risk alerts)",
+    )
+    forecast_hysteresis: float = setting(
+        0.1,
+        "TASKROUTE_FORECAST_HYSTERESIS",
+        "back on track only when the ETA beats the deadline by this fraction of the time left",
+    )
+    # Time alone moves an ETA, hence a poll even when nothing changes.
+    forecast_poll: float = setting(
+        2.0,
+        "TASKROUTE_FORECAST_POLL",
+        "seconds between `forecastUpdated` re-evaluations while nothing changes (a task change"
+        " re-evaluates at once; one evaluation per project, shared by its subscribers)",
+    )
+    counts_interval: float = setting(
+        1.0,
+        "TASKROUTE_COUNTS_INTERVAL",
+        "seconds between foldings of the task-count deltas into the counts forecasts read"
+        " (exact either way; folding keeps a forecast's sums short)",
+    )
+    ws_max_subscriptions_per_socket: int = setting(
+        20,
+        "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET",
+        "subscriptions one WebSocket may hold (`TOO_MANY_SUBSCRIPTIONS` beyond)",
+    )
+    ws_max_subscriptions_per_credential: int = setting(
+        200,
+        "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL",
+        "subscriptions one token may hold per server process, across its sockets",
+    )
+    # Wake-ups across processes (realtime/tickets.py): one opened task wakes about one expert
+    # across all processes, not one per process.
+    wake_coordination: bool = setting(
+        True,
+        "TASKROUTE_WAKE_COORDINATION",
+        "processes share each opened task's wake-up through Postgres (wake tickets): one task"
+        " wakes about one expert across all processes; `0`: each process wakes its own"
+        " (N processes, about N experts per task)",
+        shown="`1`",
+    )
+    wake_ack_seconds: float = setting(
+        10.0,
+        "TASKROUTE_WAKE_ACK_SECONDS",
+        "a woken expert not seen (claim or heartbeat) within this many seconds is taken as"
+        " gone: the wake-up goes to another idle subscriber",
+    )
+    wake_max_announcements: int = setting(
+        3,
+        "TASKROUTE_WAKE_MAX_ANNOUNCEMENTS",
+        "how many times in all a task's wake-up is announced (the first time included)",
+    )
+    log_format: str = setting(
+        "",
+        "TASKROUTE_LOG_FORMAT",
+        "`json` lines with request ids, or `text`; admin commands log only warnings",
+        shown="`json` (`text` when stderr is a terminal)",
+    )
+    routing_interval: float = setting(
+        5.0,
+        "TASKROUTE_ROUTING_INTERVAL",
+        "seconds between runs of the routing job (deadline bumps, fairness boosts, scarcity)",
+    )
+    routing_fair_window: float = setting(
+        60.0,
+        "TASKROUTE_ROUTING_FAIR_WINDOW",
+        "seconds of recent claims over which each priority class's share is judged",
+    )
+    routing_class_shares: str = setting(
+        "high=0.5,normal=0.25,low=0.1",
+        "TASKROUTE_ROUTING_CLASS_SHARES",
+        "least share of a saturated skill's claims per class",
+    )
+    routing_forecast_window: float = setting(
+        600.0,
+        "TASKROUTE_ROUTING_FORECAST_WINDOW",
+        "seconds of throughput behind the deadline-bump forecast",
+    )
+    routing_active_window: float = setting(
+        3600.0,
+        "TASKROUTE_ROUTING_ACTIVE_WINDOW",
+        "an expert seen this recently counts as active for skill scarcity",
+    )
+    listen_probe_interval: float = setting(
+        5.0,
+        "TASKROUTE_LISTEN_PROBE_INTERVAL",
+        "seconds between health probes of the LISTEN connection",
+    )
+    listen_probe_timeout: float = setting(
+        5.0,
+        "TASKROUTE_LISTEN_PROBE_TIMEOUT",
+        "seconds a probe may take (two unanswered in a row: reconnect)",
+    )
+    credential_cache_size: int = setting(
+        100_000,
+        "TASKROUTE_CREDENTIAL_CACHE_SIZE",
+        "tokens each process remembers (LRU) so requests skip the credential query; 0: off",
+    )
+    # Revocations normally arrive within a second by NOTIFY; this bounds the worst case.
+    credential_cache_max_age: float = setting(
+        60.0,
+        "TASKROUTE_CREDENTIAL_CACHE_MAX_AGE",
+        "seconds a cached token serves at most (revocations reach every process within about"
+        " a second by NOTIFY; while the listener is down the cache is bypassed)",
+    )
+    inline_payload_bytes: int = setting(
+        16 * 1024,
+        "TASKROUTE_INLINE_PAYLOAD_BYTES",
+        "payloads up to this size also travel inline in the claim; larger ones by URL",
+    )
+    blob_concurrency: int = setting(
+        16,
+        "TASKROUTE_BLOB_CONCURRENCY",
+        "blob-store calls in flight per process (threads / pooled S3 connections)",
+    )
+    ingest_chunk_tasks: int = setting(
+        1000,
+        "TASKROUTE_INGEST_CHUNK_TASKS",
+        "tasks a background ingest stores per transaction",
+    )
+    # Each holds a pooled connection while it runs.
+    ingest_workers: int = setting(
+        2, "TASKROUTE_INGEST_WORKERS", "chunks one process ingests at once"
+    )
+    ingest_poll_interval: float = setting(
+        1.0,
+        "TASKROUTE_INGEST_POLL_INTERVAL",
+        "seconds between polls for queued ingest jobs (a local accept wakes the worker at once)",
+    )
+    ingest_retry_base: float = setting(
+        0.5,
+        "TASKROUTE_INGEST_RETRY_BASE",
+        "back-off after a failed ingest attempt: this many seconds * 2^attempts ...",
+    )
+    ingest_retry_max: float = setting(
+        30.0, "TASKROUTE_INGEST_RETRY_MAX", "... at most this many seconds"
+    )
+    payload_url_ttl: int = setting(
+        300,
+        "TASKROUTE_PAYLOAD_URL_TTL",
+        "seconds a payload URL lives (it also dies with the lease)",
+    )
+    retention_interval: float = setting(
+        60.0,
+        "TASKROUTE_RETENTION_INTERVAL",
+        "seconds between runs of the payload retention job (see Operating)",
+    )
+    url_secret: str = setting(
+        "",
+        "TASKROUTE_URL_SECRET",
+        "key that signs payload URLs",
+        shown="generated, shared via the database",
+    )
 
     def session_url(self, pooled_url: str) -> str:
         """Where session-scoped connections go, given the URL the pool uses."""
@@ -149,60 +299,54 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        origins = os.environ.get("TASKROUTE_ALLOWED_ORIGINS", "")
-        return cls(
-            database_url=os.environ.get("DATABASE_URL", ""),
-            direct_database_url=os.environ.get("TASKROUTE_DIRECT_DATABASE_URL", ""),
-            statement_cache_size=_int("TASKROUTE_STATEMENT_CACHE_SIZE", -1),
-            admin_token=os.environ.get("TASKROUTE_ADMIN_TOKEN", ""),
-            metrics_token=os.environ.get("TASKROUTE_METRICS_TOKEN", ""),
-            blob_url=os.environ.get("TASKROUTE_BLOB_URL", ""),
-            data_dir=os.environ.get("TASKROUTE_DATA_DIR", "./.taskroute"),
-            pool_min=_int("TASKROUTE_POOL_MIN", 2),
-            pool_max=_int("TASKROUTE_POOL_MAX", 10),
-            pool_timeout=_float("TASKROUTE_POOL_TIMEOUT", 5.0),
-            admission_queue=_int("TASKROUTE_ADMISSION_QUEUE", 1000),
-            admission_claim_queue=_int("TASKROUTE_ADMISSION_CLAIM_QUEUE", 200),
-            sweep_interval=_float("TASKROUTE_SWEEP_INTERVAL", 5.0),
-            shutdown_grace=_float("TASKROUTE_SHUTDOWN_GRACE", 30.0),
-            retry_after=_int("TASKROUTE_RETRY_AFTER", 10),
-            max_body_bytes=_int("TASKROUTE_MAX_BODY_BYTES", 32 * 1024 * 1024),
-            max_payload_bytes=_int("TASKROUTE_MAX_PAYLOAD_BYTES", 1024 * 1024),
-            max_tasks_per_request=_int("TASKROUTE_MAX_TASKS_PER_REQUEST", 100_000),
-            introspection=_bool("TASKROUTE_INTROSPECTION", True),
-            listen_probe_interval=_float("TASKROUTE_LISTEN_PROBE_INTERVAL", 5.0),
-            listen_probe_timeout=_float("TASKROUTE_LISTEN_PROBE_TIMEOUT", 5.0),
-            wake_coordination=_bool("TASKROUTE_WAKE_COORDINATION", True),
-            wake_ack_seconds=_float("TASKROUTE_WAKE_ACK_SECONDS", 10.0),
-            wake_max_announcements=_int("TASKROUTE_WAKE_MAX_ANNOUNCEMENTS", 3),
-            credential_cache_size=_int("TASKROUTE_CREDENTIAL_CACHE_SIZE", 100_000),
-            credential_cache_max_age=_float("TASKROUTE_CREDENTIAL_CACHE_MAX_AGE", 60.0),
-            allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
-            forecast_window=_float("TASKROUTE_FORECAST_WINDOW", 3600.0),
-            forecast_presence=_float("TASKROUTE_FORECAST_PRESENCE", 900.0),
-            forecast_interval=_float("TASKROUTE_FORECAST_INTERVAL", 30.0),
-            forecast_hysteresis=_float("TASKROUTE_FORECAST_HYSTERESIS", 0.1),
-            forecast_poll=_float("TASKROUTE_FORECAST_POLL", 2.0),
-            counts_interval=_float("TASKROUTE_COUNTS_INTERVAL", 1.0),
-            ws_max_subscriptions_per_socket=_int("TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET", 20),
-            ws_max_subscriptions_per_credential=_int(
-                "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL", 200
-            ),
-            inline_payload_bytes=_int("TASKROUTE_INLINE_PAYLOAD_BYTES", 16 * 1024),
-            blob_concurrency=_int("TASKROUTE_BLOB_CONCURRENCY", 16),
-            ingest_chunk_tasks=_int("TASKROUTE_INGEST_CHUNK_TASKS", 1000),
-            ingest_workers=_int("TASKROUTE_INGEST_WORKERS", 2),
-            ingest_poll_interval=_float("TASKROUTE_INGEST_POLL_INTERVAL", 1.0),
-            ingest_retry_base=_float("TASKROUTE_INGEST_RETRY_BASE", 0.5),
-            ingest_retry_max=_float("TASKROUTE_INGEST_RETRY_MAX", 30.0),
-            payload_url_ttl=_int("TASKROUTE_PAYLOAD_URL_TTL", 300),
-            url_secret=os.environ.get("TASKROUTE_URL_SECRET", ""),
-            retention_interval=_float("TASKROUTE_RETENTION_INTERVAL", 60.0),
-            routing_interval=_float("TASKROUTE_ROUTING_INTERVAL", 5.0),
-            routing_fair_window=_float("TASKROUTE_ROUTING_FAIR_WINDOW", 60.0),
-            routing_class_shares=os.environ.get(
-                "TASKROUTE_ROUTING_CLASS_SHARES", "high=0.5,normal=0.25,low=0.1"
-            ),
-            routing_forecast_window=_float("TASKROUTE_ROUTING_FORECAST_WINDOW", 600.0),
-            routing_active_window=_float("TASKROUTE_ROUTING_ACTIVE_WINDOW", 3600.0),
-        )
+        """Every setting whose variable is set (and not empty); the default for the rest."""
+        values = {}
+        for f in dataclasses.fields(cls):
+            raw = os.environ.get(f.metadata["env"], "")
+            if raw != "":
+                values[f.name] = _parse(raw, _TYPES[f.name], f.metadata["env"])
+        return cls(**values)
+
+
+_TYPES: dict[str, Any] = typing.get_type_hints(Settings)
+
+
+def _parse(raw: str, kind: Any, env: str) -> Any:
+    if kind is bool:
+        return raw.lower() in ("1", "true", "yes", "on")
+    if kind is int or kind is float:
+        try:
+            return kind(raw)
+        except ValueError as exc:
+            raise ValueError(f"{env} must be a number, not {raw!r}") from exc
+    if kind == tuple[str, ...]:
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    return raw
+
+
+def read_setting(name: str) -> Any:
+    """One setting from the environment (for what runs before the app's Settings exist)."""
+    f = next(f for f in dataclasses.fields(Settings) if f.name == name)
+    raw = os.environ.get(f.metadata["env"], "")
+    return _parse(raw, _TYPES[name], f.metadata["env"]) if raw != "" else f.default
+
+
+def _shown(f: dataclasses.Field[Any]) -> str:
+    if f.metadata["shown"] is not None:
+        return str(f.metadata["shown"])
+    default = f.default
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    if isinstance(default, str | tuple):
+        return f"`{default}`" if default else "empty"
+    return str(default)
+
+
+def settings_table() -> str:
+    """The README's Configuration table, one row per setting, in declaration order."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(Settings):
+        rows.append(f"| `{f.metadata['env']}` | {_shown(f)} | {f.metadata['meaning']} |")
+    return "\n".join(rows) + "\n"

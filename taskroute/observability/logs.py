@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-import os
 import sys
 import time
 from typing import Any
+
+from taskroute.config import read_setting
 
 # The id of the HTTP request or WebSocket being served, if any (set by RequestContext).
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -57,7 +58,7 @@ def configure_logging(level: str | int = "INFO", fmt: str | None = None) -> None
     """Route every logger (ours, uvicorn's, asyncpg's) through one stderr handler."""
     # JSON for log collectors; plain lines when a person reads stderr in a terminal.
     default = "text" if sys.stderr.isatty() else "json"
-    fmt = (fmt or os.environ.get("TASKROUTE_LOG_FORMAT", default)).lower()
+    fmt = (fmt or read_setting("log_format") or default).lower()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(TextFormatter() if fmt == "text" else JsonFormatter())
     root = logging.getLogger()
