@@ -22,9 +22,7 @@ from taskroute.db.queries import Q
 from taskroute.resolvers.sweeper import sweep_once
 
 from .clock import DbClock
-from .conftest import InProcessServer
-from .conftest import test_settings as settings_for
-from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .helpers import ADMIN_TOKEN, Api, InProcessServer, settings_for, tasks_of
 from .ws import WsClient
 
 PROJECT = "query($p: ID!) { project(id: $p) { status completedAt progress { status done } } }"
