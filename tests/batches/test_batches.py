@@ -321,7 +321,7 @@ async def test_object_store_down(
         )
         assert r.status_code == 202, r.text
         await wait_for(
-            lambda: db.fetchval("SELECT tasks_stored >= 100 FROM ingest_jobs"), interval=0.005
+            lambda: db.fetchval("SELECT tasks_stored >= 100 FROM ingest_jobs"), every=0.005
         )
         store.break_()
 
