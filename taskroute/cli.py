@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import signal
 import sys
@@ -51,7 +52,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         http="httptools",
         ws_ping_interval=20,
         # SIGTERM: requests still running after this are cancelled (drain.py)
-        timeout_graceful_shutdown=settings.shutdown_grace,
+        # (uvicorn takes whole seconds: rounded up, never shorter than asked)
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
         # No permessage-deflate: browsers and the websockets client offer it, and each
         # accepted offer keeps a zlib compressor and decompressor per connection (~45 KiB,
         # bench/wake.py), for hints of ~100 bytes that compression cannot shrink (issue 16).

@@ -21,8 +21,7 @@ from websockets.exceptions import ConnectionClosed
 
 from taskroute.client import Worker
 
-from .conftest import DbRoute, InProcessServer
-from .helpers import ADMIN_TOKEN, Api
+from .helpers import ADMIN_TOKEN, Api, DbRoute, InProcessServer
 from .procs import ServeProcess
 from .test_faults import Tally, check_exactly_once, drive, setup_world, wait_for
 from .ws import TASK_AVAILABLE, Rejected, WsClient

@@ -20,8 +20,8 @@ from taskroute.db.pool import Database, create_pool
 from taskroute.resolvers import retention
 
 from ..clock import DbClock
-from ..helpers import ADMIN_TOKEN, Api, GraphQLError
-from .conftest import StartServer, StoreHandle, wait_for
+from ..helpers import ADMIN_TOKEN, Api, GraphQLError, wait_for
+from .stores import StartServer, StoreHandle
 from .test_batches import ADD_TASKS, BIG, CLAIM, big_tasks, canonical, fetch_payload, key_of
 
 DAY = 86400
