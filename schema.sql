@@ -1412,6 +1412,16 @@ ALTER TABLE public.audit_log ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: blob_deletions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.blob_deletions (
+    key text NOT NULL,
+    project_id uuid NOT NULL,
+    queued_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: credential_last_use; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1592,7 +1602,8 @@ CREATE TABLE public.items (
     gold_answer jsonb,
     metadata jsonb,
     created_at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
-    answer_schema jsonb
+    answer_schema jsonb,
+    payload_deleted_at timestamp with time zone
 );
 
 --
@@ -1765,7 +1776,7 @@ CREATE TABLE public.projects (
     created_at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
     canceled_at timestamp with time zone,
     deadline_bumped boolean DEFAULT false NOT NULL,
-    payload_retention interval,
+    payload_retention interval DEFAULT '30 days'::interval NOT NULL,
     payloads_purged_at timestamp with time zone,
     heartbeat_timeout_seconds integer DEFAULT 300 NOT NULL,
     answer_schema jsonb,
@@ -1782,6 +1793,7 @@ CREATE TABLE public.projects (
     CONSTRAINT projects_override_seconds_check CHECK (((override_seconds >= 0) AND (override_seconds <= 31536000))),
     CONSTRAINT projects_pay_cents_check CHECK ((pay_cents >= 0)),
     CONSTRAINT projects_payload_retention_check CHECK ((payload_retention >= '00:00:00'::interval)),
+    CONSTRAINT projects_payload_retention_max CHECK ((payload_retention <= '3650 days'::interval)),
     CONSTRAINT projects_payment_policy_check CHECK ((payment_policy = ANY (ARRAY['on_submit'::text, 'on_acceptance'::text, 'on_review'::text]))),
     CONSTRAINT projects_redundancy_check CHECK (((redundancy >= 1) AND (redundancy <= 5))),
     CONSTRAINT projects_status_check CHECK ((status = ANY (ARRAY['ingesting'::text, 'active'::text, 'completed'::text, 'canceled'::text])))
@@ -1948,6 +1960,13 @@ ALTER TABLE ONLY public.assignments
 
 ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (seq);
+
+--
+-- Name: blob_deletions blob_deletions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.blob_deletions
+    ADD CONSTRAINT blob_deletions_pkey PRIMARY KEY (key);
 
 --
 -- Name: credential_last_use credential_last_use_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2291,6 +2310,12 @@ CREATE INDEX ingest_jobs_project ON public.ingest_jobs USING btree (project_id, 
 --
 
 CREATE INDEX item_results_resolved ON public.item_results USING btree (project_id, item_id) WHERE (status = 'resolved'::text);
+
+--
+-- Name: items_payload_key_kept; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX items_payload_key_kept ON public.items USING btree (payload_key) WHERE ((payload_key IS NOT NULL) AND (payload_deleted_at IS NULL));
 
 --
 -- Name: items_project; Type: INDEX; Schema: public; Owner: -
