@@ -143,7 +143,8 @@ SUITE_SETTINGS: dict[str, Any] = {
     "ingest_poll_interval": 0.2,
     "ingest_retry_base": 0.1,
     "ingest_retry_max": 0.4,
-    "payload_url_ttl": 3,
+    # long enough for a slow machine; link expiry is tested on a moved clock (LinkClock)
+    "payload_url_ttl": 300,
     "max_payload_bytes": 64 * 1024,
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from typing import Any
 
 import asyncpg
@@ -13,10 +14,11 @@ import httpx
 import pytest
 
 from taskroute.resolvers import ingest as ingest_module
+from taskroute.resolvers import payloads as payloads_module
 
 from ..clock import DbClock
 from ..helpers import ADMIN_TOKEN, CLAIM, Api, GraphQLError, wait_for
-from .stores import StartServer, StoreHandle, assert_open_tasks_have_payloads
+from .stores import SUITE_SETTINGS, StartServer, StoreHandle, assert_open_tasks_have_payloads
 
 BIG = "x" * 500  # over the suite's 200-byte inline threshold: delivered by URL
 
@@ -104,9 +106,32 @@ async def test_small_batch_is_stored_before_the_answer(
     await assert_open_tasks_have_payloads(db, store)
 
 
+class LinkClock:
+    """Payload links are signed and checked on the server's wall clock (`payloads.time`); the
+    in-process server shares this module, so a test moves that clock instead of sleeping."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.offset = 0.0
+        clock = self
+
+        class _Time:
+            @staticmethod
+            def time() -> float:
+                return time.time() + clock.offset
+
+        monkeypatch.setattr(payloads_module, "time", _Time)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 async def test_claim_delivers_inline_or_by_url_only_to_the_lease_holder(
-    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
+    start_server: StartServer,
+    store: StoreHandle,
+    db: asyncpg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    links = LinkClock(monkeypatch)
     srv = await start_server()
     async with Api(srv.url) as api:
         customer = await api.create_customer()
@@ -156,10 +181,10 @@ async def test_claim_delivers_inline_or_by_url_only_to_the_lease_holder(
         r = await fetch_payload(srv.url, url, bob["token"])
         assert r.status_code == 409 and r.json()["error"]["code"] == "LEASE_EXPIRED"
 
-        # A URL past its expiry (3 s in this suite) is refused even with a live lease.
+        # A URL past its expiry (payload_url_ttl) is refused even with a live lease.
         eve_url = other["task"]["payloadUrl"]
         assert (await fetch_payload(srv.url, eve_url, eve["token"])).status_code == 200
-        await asyncio.sleep(3.2)
+        links.advance(SUITE_SETTINGS["payload_url_ttl"] + 1)
         await api.heartbeat(eve["token"], other["assignmentId"])
         r = await fetch_payload(srv.url, eve_url, eve["token"])
         assert r.status_code == 410 and r.json()["error"]["code"] == "LINK_EXPIRED"
