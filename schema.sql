@@ -1934,6 +1934,50 @@ ALTER TABLE public.tasks ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: wake_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.wake_deliveries (
+    id bigint NOT NULL,
+    ticket text NOT NULL,
+    subscriber bigint NOT NULL,
+    expert_id uuid NOT NULL,
+    skill text NOT NULL,
+    project_id uuid NOT NULL,
+    min_quality real DEFAULT 0 NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    woken_at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
+    due_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: wake_deliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.wake_deliveries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.wake_deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: wake_tickets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.wake_tickets (
+    key text NOT NULL,
+    announced integer NOT NULL,
+    taken integer NOT NULL,
+    last_take integer NOT NULL,
+    created_at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
+    CONSTRAINT wake_tickets_announced_check CHECK ((announced > 0)),
+    CONSTRAINT wake_tickets_check CHECK (((taken >= 0) AND (taken <= announced)))
+);
+
+--
 -- Name: admin_audit admin_audit_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2186,6 +2230,20 @@ ALTER TABLE ONLY public.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (id);
 
 --
+-- Name: wake_deliveries wake_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.wake_deliveries
+    ADD CONSTRAINT wake_deliveries_pkey PRIMARY KEY (id);
+
+--
+-- Name: wake_tickets wake_tickets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.wake_tickets
+    ADD CONSTRAINT wake_tickets_pkey PRIMARY KEY (key);
+
+--
 -- Name: admin_audit_action; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2412,6 +2470,18 @@ CREATE INDEX tasks_project_skill_live ON public.tasks USING btree (project_id, s
 --
 
 CREATE INDEX tasks_project_status ON public.tasks USING btree (project_id, status);
+
+--
+-- Name: wake_deliveries_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX wake_deliveries_due ON public.wake_deliveries USING btree (due_at);
+
+--
+-- Name: wake_tickets_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX wake_tickets_created ON public.wake_tickets USING btree (created_at);
 
 --
 -- Name: assignments assignments_pace_insert; Type: TRIGGER; Schema: public; Owner: -

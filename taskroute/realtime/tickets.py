@@ -282,7 +282,7 @@ class WakeTickets:
                 for r in rows
             ]
             await conn.fetchval(Q["notify_many"], channels, payloads)
-        units = sum(r["units"] for r in rows)
+        units: int = sum(r["units"] for r in rows)
         self.units_announced_again += units
         return units
 
