@@ -23,14 +23,31 @@ CREATE FUNCTION taskroute_project_settle(p_project uuid, p_probe boolean) RETURN
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_status text;
+    v_timeout text;
+    v_found boolean := false;
 BEGIN
     IF p_probe THEN
-        PERFORM 1 FROM ({{ project_work_probe_claimed(p_project) }}) w;
-        IF FOUND THEN
-            RETURN NULL;
-        END IF;
-        PERFORM 1 FROM ({{ project_work_probe_open(p_project) }}) w;
-        IF FOUND THEN
+        -- The probe must never wait: a submit gets here holding its project's result-feed
+        -- lock, and the submit that holds the probed row may be waiting for that lock.
+        -- SKIP LOCKED does not cover every wait (Postgres 15 waits when it follows a row's
+        -- update chain, "while locking updated version"), which deadlocked two submits of
+        -- one project. So the probe runs under a short lock_timeout in a subtransaction; if
+        -- it would wait, it is treated as finding nothing and the lock below decides.
+        v_timeout := current_setting('lock_timeout');
+        BEGIN
+            PERFORM set_config('lock_timeout', '20ms', true);
+            PERFORM 1 FROM ({{ project_work_probe_claimed(p_project) }}) w;
+            v_found := FOUND;
+            IF NOT v_found THEN
+                PERFORM 1 FROM ({{ project_work_probe_open(p_project) }}) w;
+                v_found := FOUND;
+            END IF;
+            PERFORM set_config('lock_timeout', v_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM set_config('lock_timeout', v_timeout, true);
+            v_found := false;
+        END;
+        IF v_found THEN
             RETURN NULL;
         END IF;
     END IF;
