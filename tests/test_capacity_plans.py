@@ -35,7 +35,7 @@ from taskroute.resolvers.alerts import evaluate
 from taskroute.resolvers.routing import RoutingPolicy, routing_once
 from taskroute.resolvers.sweeper import sweep_once
 
-from .conftest import test_settings as make_settings
+from .helpers import settings_for
 from .test_capacity_explain import BIG, churned, nodes  # noqa: F401 (churned: a fixture)
 
 # Rows one plan node may read from a big table (returned plus filtered out, over all loops).
@@ -193,7 +193,7 @@ async def logged(
     )
     assert pool is not None
     try:
-        yield LoggedDatabase(pool, log), log, make_settings(database_url, tmp_path)
+        yield LoggedDatabase(pool, log), log, settings_for(database_url, tmp_path)
     finally:
         await pool.close()
 
