@@ -737,24 +737,41 @@ CREATE FUNCTION public.taskroute_project_settle(p_project uuid, p_probe boolean)
     AS $$
 DECLARE
     v_status text;
+    v_timeout text;
+    v_found boolean := false;
 BEGIN
     IF p_probe THEN
-        PERFORM 1 FROM (-- p_project project_id. One claimed slot of the project that no other transaction is changing,
+        -- The probe must never wait: a submit gets here holding its project's result-feed
+        -- lock, and the submit that holds the probed row may be waiting for that lock.
+        -- SKIP LOCKED does not cover every wait (Postgres 15 waits when it follows a row's
+        -- update chain, "while locking updated version"), which deadlocked two submits of
+        -- one project. So the probe runs under a short lock_timeout in a subtransaction; if
+        -- it would wait, it is treated as finding nothing and the lock below decides.
+        v_timeout := current_setting('lock_timeout');
+        BEGIN
+            PERFORM set_config('lock_timeout', '20ms', true);
+            PERFORM 1 FROM (-- p_project project_id. One claimed slot of the project that no other transaction is changing,
 -- locked FOR SHARE to commit (see taskroute_project_settle). Claimed first: claims skip
 -- locked rows, and an open slot locked here would be hidden from them for a moment.
 SELECT t.id FROM tasks t
 WHERE t.project_id = p_project AND t.status = 'claimed' AND t.kind <> 'gold'
 LIMIT 1
 FOR SHARE SKIP LOCKED) w;
-        IF FOUND THEN
-            RETURN NULL;
-        END IF;
-        PERFORM 1 FROM (-- p_project project_id. The same for open and pending slots.
+            v_found := FOUND;
+            IF NOT v_found THEN
+                PERFORM 1 FROM (-- p_project project_id. The same for open and pending slots.
 SELECT t.id FROM tasks t
 WHERE t.project_id = p_project AND t.status IN ('open', 'pending') AND t.kind <> 'gold'
 LIMIT 1
 FOR SHARE SKIP LOCKED) w;
-        IF FOUND THEN
+                v_found := FOUND;
+            END IF;
+            PERFORM set_config('lock_timeout', v_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM set_config('lock_timeout', v_timeout, true);
+            v_found := false;
+        END;
+        IF v_found THEN
             RETURN NULL;
         END IF;
     END IF;
