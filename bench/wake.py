@@ -143,12 +143,19 @@ async def run_phase(dsn: str, workers: int, n_subs: int, rounds: int, phase: Pha
                 await asyncio.gather(*(s.open() for s in rest[i : i + 100]))
             await asyncio.sleep(1)
             rss_connected = [s.memory_info().rss for s in servers]
+            # In batches, each started before the next (every start reads the database twice;
+            # ten thousand at once would be shed by admission control).
+            started = [1] * workers
             for i in range(0, len(rest), 50):
+                batch = range(workers + i, workers + min(i + 50, len(rest)))
                 await asyncio.gather(
-                    *(s.subscribe(TASK_AVAILABLE, {"s": ["bench"]}) for s in rest[i : i + 50])
+                    *(subs[j].subscribe(TASK_AVAILABLE, {"s": ["bench"]}) for j in batch)
                 )
-            for url, n in zip(urls, per_server, strict=True):
-                await wait_ready(url, "task_waiters", n)
+                for j in batch:
+                    started[j % workers] += 1
+                for w, url in enumerate(urls):
+                    await wait_ready(url, "task_waiters", started[w])
+            assert started == per_server
             await asyncio.sleep(1)
             rss_after = [s.memory_info().rss for s in servers]
             measured = max(1, len(rest))
