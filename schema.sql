@@ -174,8 +174,11 @@ WHERE a.expert_id = p_expert AND a.status = 'active' AND a.lease_until > taskrou
     IF FOUND THEN
         outcome := 'held';
     ELSE
-        FOR v_row IN -- p_sweep max rows, p_expert expert_id (NULL: everyone's). Returns expired claimed tasks to the pool:
--- open again, failed once `max_retries` leases expired, canceled if the project was.
+        FOR v_row IN -- p_sweep max rows, p_expert expert_id (NULL: everyone's), FOR UPDATE OF t the row-lock clause. Returns expired
+-- claimed tasks to the pool: open again, failed once `max_retries` leases expired, canceled if
+-- the project was. A claim releases its own expert's expired lease waiting for the row
+-- (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding that row let the claim go on while
+-- the old assignment was still 'active', and its new one broke assignments_one_active.
 WITH expired AS (
     SELECT t.id, t.assignment_id
     FROM tasks t
@@ -184,7 +187,7 @@ WITH expired AS (
       AND (p_expert::uuid IS NULL OR a.expert_id = p_expert)
     ORDER BY t.lease_until
     LIMIT p_sweep
-    FOR UPDATE OF t SKIP LOCKED
+    FOR UPDATE OF t
 ),
 released AS (
     UPDATE tasks t

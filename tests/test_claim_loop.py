@@ -8,6 +8,8 @@ import random
 import asyncpg
 import pytest
 
+from taskroute.db.queries import Q
+
 from .clock import DbClock
 from .helpers import Api, GraphQLError, tasks_of, wait_for
 
@@ -314,3 +316,45 @@ async def test_payloads_of_every_json_type_round_trip(api: Api) -> None:
         got.append(claim["task"]["payload"])
         await api.submit(expert["token"], claim["assignmentId"], ["an", "array", "answer"])
     assert sorted(map(repr, got)) == sorted(map(repr, payloads))
+
+
+async def test_a_claim_waits_for_a_sweep_holding_its_expired_lease(
+    api: Api, db: asyncpg.Connection, database_url: str, clock: DbClock
+) -> None:
+    """A sweep that has locked an expert's expired slot but not yet expired the assignment:
+    the expert's next claim waits for it instead of skipping the row and then colliding with
+    the still-active assignment (one live claim per expert), which answered INTERNAL."""
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    await api.create_project(customer["token"], tasks_of("grading", 2), leaseSeconds=60)
+    first = await api.claim(expert["token"])
+    assert first is not None
+    await clock.advance(61)
+
+    sweep = await asyncpg.connect(database_url)
+    try:
+        tx = sweep.transaction()
+        await tx.start()
+        # the sweeper's first step: its batch of expired slots, locked
+        await sweep.execute(
+            "SELECT 1 FROM tasks WHERE id = $1::text::uuid FOR UPDATE", first["task"]["id"]
+        )
+        claim = asyncio.create_task(api.claim(expert["token"]))
+        waiting = (
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        await wait_for(
+            lambda: claim.done() or db.fetchval(waiting), "the claim to wait for the sweep"
+        )
+        assert not claim.done(), claim.result()
+        await sweep.fetch(Q["leases_release_expired"], 100, None)
+        await tx.commit()
+    finally:
+        await sweep.close()
+    second = await claim
+    assert second is not None
+    active = "SELECT count(*) FROM assignments WHERE expert_id = $1::uuid AND status = 'active'"
+    assert await db.fetchval(active, expert["id"]) == 1
+    status = "SELECT status FROM assignments WHERE id = $1::uuid"
+    assert await db.fetchval(status, first["assignmentId"]) == "expired"

@@ -57,7 +57,7 @@ BEGIN
     IF FOUND THEN
         outcome := 'held';
     ELSE
-        FOR v_row IN {{ leases_release_expired(p_sweep, p_expert) }} LOOP
+        FOR v_row IN {{ leases_release_expired_rows(p_sweep, p_expert, FOR UPDATE OF t) }} LOOP
             v_released := v_released || jsonb_build_object(
                 'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
                 'min_quality', v_row.min_quality);

@@ -108,8 +108,16 @@ SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.prior
 FROM claimed c JOIN items i ON i.id = c.item_id;
 
 -- name: leases_release_expired
--- $1 max rows, $2 expert_id (NULL: everyone's). Returns expired claimed tasks to the pool:
--- open again, failed once `max_retries` leases expired, canceled if the project was.
+-- $1 max rows, $2 expert_id (NULL: everyone's). The sweeper's: rows another transaction holds
+-- are skipped (a claim releasing its own expert's lease, or the next sweep, takes them).
+{{ leases_release_expired_rows($1, $2, FOR UPDATE OF t SKIP LOCKED) }}
+
+-- fragment: leases_release_expired_rows
+-- $1 max rows, $2 expert_id (NULL: everyone's), $3 the row-lock clause. Returns expired
+-- claimed tasks to the pool: open again, failed once `max_retries` leases expired, canceled if
+-- the project was. A claim releases its own expert's expired lease waiting for the row
+-- (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding that row let the claim go on while
+-- the old assignment was still 'active', and its new one broke assignments_one_active.
 WITH expired AS (
     SELECT t.id, t.assignment_id
     FROM tasks t
@@ -118,7 +126,7 @@ WITH expired AS (
       AND ($2::uuid IS NULL OR a.expert_id = $2)
     ORDER BY t.lease_until
     LIMIT $1
-    FOR UPDATE OF t SKIP LOCKED
+    $3
 ),
 released AS (
     UPDATE tasks t
