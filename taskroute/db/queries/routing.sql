@@ -21,7 +21,9 @@ state AS (
             WHERE a.project_id = p.id AND a.submitted_at > clock.now_ - make_interval(secs => $2)
               AND a.submitted_at <= clock.now_)::float8 / $2::float8 AS rate
     FROM projects p, clock
-    WHERE p.status = 'active' AND p.deadline IS NOT NULL
+    WHERE p.deadline IS NOT NULL
+      -- a bumped project that completed still gets its unbump (remaining = 0)
+      AND (p.status = 'active' OR (p.status = 'completed' AND p.deadline_bumped))
       -- a forecast needs a whole window of history
       AND (p.deadline_bumped OR p.created_at <= clock.now_ - make_interval(secs => $2))
 ),
