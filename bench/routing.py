@@ -19,191 +19,44 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
-import math
 import os
 import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from routing_worlds import (  # noqa: E402  (bench/ is the script's folder)
+    CLASSES,
+    WORLDS,
+    World,
+    WorldSpec,
+    assign_deadlines,
+    build_world,
+    custom_spec,
+    lower_bound,
+)
+
 from taskroute.db.migrate import migrate_url  # noqa: E402
 from taskroute.db.pool import Database, create_pool  # noqa: E402
 from taskroute.db.queries import Q, load  # noqa: E402
-from taskroute.resolvers.routing import RoutingPolicy, routing_once  # noqa: E402
+from taskroute.resolvers.routing import (  # noqa: E402
+    RoutingPolicy,
+    parse_class_shares,
+    routing_once,
+)
+from taskroute.resolvers.task_counts import compact_once  # noqa: E402
 
 BQ = load(Path(__file__).parent / "sql")
-CLASS_LEVEL = {"high": 100, "normal": 0, "low": -100}
-
-
-# --- the world ------------------------------------------------------------------------------
-
-
-@dataclass
-class Project:
-    id: uuid.UUID
-    cls: str
-    priority: int
-    release: float
-    deadline: float = 0.0
-    tasks: list[int] = field(default_factory=list)
-    skills: set[str] = field(default_factory=set)
-
-
-@dataclass
-class World:
-    skills: list[str]
-    experts: list[uuid.UUID]
-    expert_skills: dict[uuid.UUID, list[str]]
-    projects: list[Project]
-    # per task (index): item id, project index, skill, duration (s), task priority
-    item: list[uuid.UUID]
-    project_of: list[int]
-    skill_of: list[str]
-    duration: list[float]
-    task_priority: list[int]
-    rare: set[str]
-
-
-def build_world(args: argparse.Namespace) -> World:
-    rng = np.random.default_rng(args.seed)
-    skills = [f"s{k:03d}" for k in range(args.skills)]
-    ranks = np.arange(1, args.skills + 1)
-    # Expert supply per skill is Zipf; demand falls off more slowly (supply ** demand_exp),
-    # so there is more work per qualified expert in the tail: the rare skills are scarce.
-    supply = 1.0 / ranks**args.zipf
-    supply /= supply.sum()
-    demand = supply**args.demand_exp
-    demand /= demand.sum()
-
-    def new_id() -> uuid.UUID:  # seeded, so a world (and its tie-breaks) is reproducible
-        return uuid.UUID(bytes=rng.bytes(16), version=4)
-
-    experts = [new_id() for _ in range(args.experts)]
-    held: dict[uuid.UUID, list[str]] = {}
-    for e in experts:
-        k = min(1 + int(rng.geometric(0.5)) - 1, 6) if args.experts else 1
-        k = max(1, k)
-        picks = rng.choice(args.skills, size=k, replace=False, p=supply)
-        held[e] = [skills[i] for i in picks]
-    covered = {s for ss in held.values() for s in ss}
-    for s in skills:  # every skill has at least one expert
-        if s not in covered:
-            held[experts[int(rng.integers(len(experts)))]].append(s)
-    holders = defaultdict(int)
-    for ss in held.values():
-        for s in ss:
-            holders[s] += 1
-    counts = sorted(holders[s] for s in skills)
-    rare_cut = counts[max(0, len(counts) // 10 - 1)]  # the scarcest tenth of the skills
-    rare = {s for s in skills if holders[s] <= rare_cut}
-
-    # Projects: three classes, arrivals over the first part of the horizon.
-    base_duration = {s: float(rng.lognormal(math.log(args.mean_duration), 0.4)) for s in skills}
-    horizon = args.tasks * args.mean_duration / max(1, args.experts * 2)
-    classes = rng.choice(["high", "normal", "low"], size=args.projects, p=[0.2, 0.5, 0.3])
-    sizes = rng.dirichlet(np.ones(args.projects) * 2) * args.tasks
-    projects: list[Project] = []
-    for i in range(args.projects):
-        cls = str(classes[i])
-        release = 0.0 if i < args.projects // 4 else float(rng.uniform(0, horizon))
-        jitter = int(rng.integers(0, 40))
-        priority = CLASS_LEVEL[cls] + (jitter if cls != "low" else -jitter)
-        if cls == "normal":
-            priority = jitter - 20
-        projects.append(Project(new_id(), cls, priority, release))
-    projects.sort(key=lambda p: p.release)
-
-    item, project_of, skill_of, duration, task_priority = [], [], [], [], []
-    for pi, p in enumerate(projects):
-        n = max(1, int(round(sizes[pi])))
-        for j in rng.choice(args.skills, size=n, p=demand):
-            s = skills[int(j)]
-            p.skills.add(s)
-            idx = len(item)
-            item.append(new_id())
-            project_of.append(pi)
-            skill_of.append(s)
-            duration.append(max(10.0, base_duration[s] * float(rng.lognormal(0, 0.3))))
-            task_priority.append(int(rng.integers(0, 4)))
-            p.tasks.append(idx)
-    return World(
-        skills, experts, held, projects, item, project_of, skill_of, duration, task_priority, rare
-    )
-
-
-def assign_deadlines(world: World, bound: float, seed: int) -> None:
-    rng = np.random.default_rng(seed + 1)
-    for p in world.projects:
-        span = max(bound - p.release, 600.0)
-        p.deadline = p.release + float(rng.uniform(0.5, 1.5)) * span
-
-
-# --- the LP lower bound -------------------------------------------------------------------
-
-
-def lp_makespan(world: World, tasks: list[int]) -> float:
-    """Least T such that the work of `tasks` can be split (fractionally, preemptively) over
-    the experts qualified for each skill with nobody working more than T: a max-flow / LP
-    relaxation, so no schedule of the same tasks can finish sooner."""
-    from scipy.optimize import linprog
-    from scipy.sparse import lil_matrix
-
-    work: dict[str, float] = defaultdict(float)
-    for t in tasks:
-        work[world.skill_of[t]] += world.duration[t]
-    if not work:
-        return 0.0
-    skills = sorted(work)
-    sidx = {s: i for i, s in enumerate(skills)}
-    pairs = [
-        (sidx[s], ei)
-        for ei, e in enumerate(world.experts)
-        for s in world.expert_skills[e]
-        if s in sidx
-    ]
-    n = len(pairs) + 1  # x per (skill, expert) pair, then T
-    a_eq = lil_matrix((len(skills), n))
-    a_ub = lil_matrix((len(world.experts), n))
-    for j, (si, ei) in enumerate(pairs):
-        a_eq[si, j] = 1.0
-        a_ub[ei, j] = 1.0
-    a_ub[:, n - 1] = -1.0
-    c = np.zeros(n)
-    c[-1] = 1.0
-    res = linprog(
-        c,
-        A_ub=a_ub.tocsr(),
-        b_ub=np.zeros(len(world.experts)),
-        A_eq=a_eq.tocsr(),
-        b_eq=np.array([work[s] for s in skills]),
-        bounds=(0, None),
-        method="highs",
-    )
-    if res.status != 0:
-        raise RuntimeError(f"LP failed: {res.message}")
-    return float(res.x[-1])
-
-
-def lower_bound(world: World) -> float:
-    """Work released at or after r cannot start before r: max over releases of r + LP(r)."""
-    best = max(
-        world.projects[world.project_of[t]].release + world.duration[t]
-        for t in range(len(world.item))
-    )
-    for r in sorted({p.release for p in world.projects}):
-        later = [
-            t for t in range(len(world.item)) if world.projects[world.project_of[t]].release >= r
-        ]
-        best = max(best, r + lp_makespan(world, later))
-    return best
 
 
 # --- the database -------------------------------------------------------------------------
@@ -313,8 +166,10 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
             holders[s].append(e)
     routing = RoutingPolicy(
         fair_window=args.fair_window,
+        class_shares=parse_class_shares(args.class_shares),
         forecast_window=args.forecast_window,
         active_window=1e9,
+        scarcity_ratio=args.scarcity_ratio,
     )
     # taskroute-nojob: the application's claim without the routing job (an ablation)
     claim_sql = Q["task_claim"] if policy.startswith("taskroute") else BQ["bench_baseline_claim"]
@@ -376,6 +231,8 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
                 await try_claim(expert, now)
             elif kind == "job":
                 t0 = time.monotonic()
+                # The server folds task-count deltas every second (what forecasts read).
+                await compact_once(db)
                 report = await routing_once(db, routing, ts(now))
                 out.job_wall += time.monotonic() - t0
                 out.jobs += 1
@@ -404,18 +261,17 @@ async def explain_claim(conn: asyncpg.Connection, claim_sql: str, expert: uuid.U
 # --- the figures --------------------------------------------------------------------------
 
 
-def figures(world: World, out: Outcome) -> dict[str, object]:
+def figures(world: World, out: Outcome) -> dict[str, Any]:
     makespan = max(out.finished.values())
     per_class: dict[str, list[float]] = defaultdict(list)
     class_end: dict[str, float] = defaultdict(float)
+    class_waits: dict[str, list[float]] = defaultdict(list)
     for t, done in out.finished.items():
         p = world.projects[world.project_of[t]]
         per_class[p.cls].append(done - p.release)
         class_end[p.cls] = max(class_end[p.cls], done)
+        class_waits[p.cls].append(out.claimed[t] - p.release)
     rare_done = [out.finished[t] for t in range(len(world.item)) if world.skill_of[t] in world.rare]
-    waits = [
-        out.claimed[t] - world.projects[world.project_of[t]].release for t in range(len(world.item))
-    ]
     met = 0
     for p in world.projects:
         end = max(out.finished[t] for t in p.tasks)
@@ -426,8 +282,9 @@ def figures(world: World, out: Outcome) -> dict[str, object]:
             c: (float(np.mean(v)), float(np.percentile(v, 95)), class_end[c])
             for c, v in sorted(per_class.items())
         },
+        "p95_wait": {c: float(np.percentile(v, 95)) for c, v in class_waits.items()},
         "rare_drain": max(rare_done) if rare_done else 0.0,
-        "worst_wait": max(waits),
+        "worst_wait": max(w for v in class_waits.values() for w in v),
         "deadlines": (met, len(world.projects)),
     }
 
@@ -436,13 +293,13 @@ def hours(s: float) -> str:
     return f"{s / 3600:6.2f} h"
 
 
-def report(world: World, bound: float, results: list[tuple[Outcome, dict]]) -> None:
+def report(world: World, bound: float, results: list[tuple[Outcome, dict[str, Any]]]) -> None:
     rare_tasks = sum(1 for s in world.skill_of if s in world.rare)
     print(
         f"\nworld: {len(world.experts)} experts, {len(world.item)} tasks, {len(world.skills)} "
         f"skills ({len(world.rare)} rare, {rare_tasks} rare-skill tasks), "
         f"{len(world.projects)} projects "
-        + str({c: sum(p.cls == c for p in world.projects) for c in ("high", "normal", "low")})
+        + str({c: sum(p.cls == c for p in world.projects) for c in CLASSES})
     )
     print(f"makespan lower bound (LP relaxation, per release): {hours(bound)}")
     for out, f in results:
@@ -453,6 +310,10 @@ def report(world: World, bound: float, results: list[tuple[Outcome, dict]]) -> N
             print(
                 f"  {c:<6} completion       mean {hours(mean)}  p95 {hours(p95)}  last {hours(end)}"
             )
+        print(
+            "  p95 wait (claim - release) "
+            + "  ".join(f"{c} {hours(f['p95_wait'][c])}" for c in CLASSES if c in f["p95_wait"])
+        )
         print(f"  rare-skill backlog drain {hours(f['rare_drain'])}")
         print(f"  worst starvation (wait)  {hours(f['worst_wait'])}")
         met, n = f["deadlines"]
@@ -469,34 +330,170 @@ def report(world: World, bound: float, results: list[tuple[Outcome, dict]]) -> N
         )
 
 
-async def main(args: argparse.Namespace) -> None:
-    t0 = time.monotonic()
-    world = build_world(args)
+# --- running worlds -----------------------------------------------------------------------
+
+
+async def run_world(
+    args: argparse.Namespace, spec: WorldSpec, seed: int, policies: list[str]
+) -> tuple[World, float, list[tuple[Outcome, dict[str, Any]]]]:
+    """Build one (world, seed), load it once, and simulate each policy on its own copy."""
+    world = build_world(spec, seed)
     bound = lower_bound(world)
-    assign_deadlines(world, bound, args.seed)
-    print(f"world built and bound solved in {time.monotonic() - t0:.1f} s", flush=True)
+    assign_deadlines(world, spec, bound, seed)
     base = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
     tag = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
     template = f"taskroute_bench_{tag}"
     admin = await asyncpg.connect(args.dsn)
     made = [template]
+    results = []
     try:
         await admin.execute(f'CREATE DATABASE "{template}"')
         await migrate_url(dsn_for(args.dsn, template))
         await load_world(dsn_for(args.dsn, template), world, base)
-        results = []
-        for policy in args.policies:
+        for policy in policies:
             name = f"taskroute_bench_{tag}_{policy.replace('-', '_')}"
             await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
             made.append(name)
             out = await simulate(dsn_for(args.dsn, name), world, base, policy, args)
-            print(f"{policy}: simulated in {out.wall:.0f} s", flush=True)
             results.append((out, figures(world, out)))
-        report(world, bound, results)
     finally:
         for name in reversed(made):
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+    return world, bound, results
+
+
+# Columns of the per-world table: (label, how to read it off one run, True if higher is better)
+COLUMNS: list[tuple[str, Callable[[dict[str, Any], float], float], bool]] = [
+    ("makespan / LP bound", lambda f, b: f["makespan"] / b, False),
+    ("deadlines met", lambda f, b: float(f["deadlines"][0]), True),
+    ("rare-skill drain (h)", lambda f, b: f["rare_drain"] / 3600, False),
+    ("p95 wait high (h)", lambda f, b: f["p95_wait"].get("high", 0.0) / 3600, False),
+    ("p95 wait normal (h)", lambda f, b: f["p95_wait"].get("normal", 0.0) / 3600, False),
+    ("p95 wait low (h)", lambda f, b: f["p95_wait"].get("low", 0.0) / 3600, False),
+]
+# Medians are compared as printed: equal at this precision is a tie, not a loss.
+PRECISION = 2
+MAKESPAN_TARGET = 1.02
+
+
+def verdict(ours: float, theirs: float, higher_better: bool) -> str:
+    a, b = round(ours, PRECISION), round(theirs, PRECISION)
+    if a == b:
+        return "same"
+    return "better" if (a > b) == higher_better else "WORSE"
+
+
+def world_table(
+    spec: WorldSpec, seeds: list[int], runs: list[tuple[World, float, list[Any]]]
+) -> dict[str, str]:
+    """Print one world's table (medians over seeds) and return the verdict per column."""
+    n_projects = sorted({len(w.projects) for w, _, _ in runs})
+    n_tasks = int(np.median([len(w.item) for w, _, _ in runs]))
+    print(
+        f"\n== world {spec.name}: {spec.about}\n"
+        f"   {spec.experts} experts, ~{n_tasks} tasks, {spec.skills} skills, "
+        f"{'/'.join(map(str, n_projects))} projects; medians over seeds "
+        f"{', '.join(map(str, seeds))}"
+    )
+    policies = [out.policy for out, _ in runs[0][2]]
+    header = f"   {'':<22}" + "".join(f"{p:>15}" for p in policies)
+    print(header + ("   taskroute vs priority-fifo" if len(policies) == 2 else ""))
+    verdicts: dict[str, str] = {}
+    for label, read, higher_better in COLUMNS:
+        medians = [
+            float(np.median([read(results[i][1], bound) for _, bound, results in runs]))
+            for i in range(len(policies))
+        ]
+        line = f"   {label:<22}" + "".join(f"{m:>15.{PRECISION}f}" for m in medians)
+        if len(policies) == 2:
+            verdicts[label] = verdict(medians[0], medians[1], higher_better)
+            line += f"   {verdicts[label]}"
+        print(line)
+    per_seed = [
+        " ".join(f"{results[i][1]['deadlines'][0]}" for _, _, results in runs)
+        for i in range(len(policies))
+    ]
+    print(
+        "   deadlines met per seed: "
+        + "; ".join(f"{p} {s}" for p, s in zip(policies, per_seed, strict=True))
+    )
+    jobs = [results[0][0] for _, _, results in runs]
+    print(
+        f"   taskroute routing job: bumps {sum(o.bumps for o in jobs)}, "
+        f"boosted {sum(o.boosted for o in jobs)} over all seeds"
+    )
+    return verdicts
+
+
+async def run_worlds(args: argparse.Namespace) -> None:
+    names = list(WORLDS) if args.worlds == ["all"] else args.worlds
+    seeds = [args.seed + i for i in range(args.seeds)]
+    policies = args.policies
+    print(
+        f"bench/routing.py --worlds {' '.join(args.worlds)} --seeds {args.seeds}: policies "
+        f"{', '.join(policies)}; routing job every {args.job_interval:.0f} s, fairness window "
+        f"{args.fair_window:.0f} s (simulated time)"
+    )
+    # (world, seed) runs are independent (each on its own databases, on simulated time), so
+    # --jobs of them may run at once: the figures are the same, only the wall clock shrinks.
+    gate = asyncio.Semaphore(args.jobs)
+
+    async def one(name: str, seed: int) -> tuple[World, float, list[Any]]:
+        async with gate:
+            t0 = time.monotonic()
+            run = await run_world(args, WORLDS[name], seed, policies)
+            walls = ", ".join(
+                f"{o.policy} {o.wall:.0f} s (routing jobs {o.job_wall:.0f} s)" for o, _ in run[2]
+            )
+            print(f"   [{name} seed {seed}: {time.monotonic() - t0:.0f} s wall; {walls}]")
+            return run
+
+    done = await asyncio.gather(*(one(name, seed) for name in names for seed in seeds))
+    summary = []
+    for i, name in enumerate(names):
+        spec = WORLDS[name]
+        runs = list(done[i * len(seeds) : (i + 1) * len(seeds)])
+        verdicts = world_table(spec, seeds, runs)
+        if verdicts:
+            ratio = float(np.median([r[2][0][1]["makespan"] / r[1] for r in runs]))
+            summary.append((name, verdicts, ratio))
+    if summary:
+        print(
+            "\n== targets: taskroute no worse than priority-fifo on any column, better on "
+            f"deadlines met in >= 2 worlds, makespan within {MAKESPAN_TARGET} x LP bound"
+        )
+        better = 0
+        for name, verdicts, ratio in summary:
+            worse = [k for k, v in verdicts.items() if v == "WORSE"]
+            better += verdicts["deadlines met"] == "better"
+            print(
+                f"   {name:<12} deadlines {verdicts['deadlines met']:<6}  "
+                f"makespan {ratio:.3f} x bound ({'ok' if ratio <= MAKESPAN_TARGET else 'MISSED'})"
+                f"  worse on: {', '.join(worse) if worse else 'nothing'}"
+            )
+        print(f"   better on deadlines met in {better} of {len(summary)} worlds")
+
+
+async def main(args: argparse.Namespace) -> None:
+    if args.worlds:
+        await run_worlds(args)
+        return
+    t0 = time.monotonic()
+    spec = custom_spec(
+        args.experts,
+        args.tasks,
+        args.skills,
+        args.projects,
+        zipf=args.zipf,
+        demand_exp=args.demand_exp,
+        mean_duration=args.mean_duration,
+    )
+    world, bound, results = await run_world(args, spec, args.seed, args.policies)
+    for out, _ in results:
+        print(f"{out.policy}: simulated in {out.wall:.0f} s", flush=True)
+    print(f"world built, bound solved and simulated in {time.monotonic() - t0:.1f} s")
+    report(world, bound, results)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -507,6 +504,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "TASKROUTE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
+    ap.add_argument(
+        "--worlds",
+        nargs="+",
+        choices=["all", *WORLDS],
+        help="run these worlds (see bench/routing_worlds.py) at their own sizes, over --seeds "
+        "seeds, and print a table per world; without it: one default world at the size below",
+    )
+    ap.add_argument("--seeds", type=int, default=5, help="with --worlds: seeds --seed, +1, ...")
+    ap.add_argument("--jobs", type=int, default=1, help="with --worlds: (world, seed) runs at once")
     ap.add_argument("--experts", type=int, default=2000)
     ap.add_argument("--tasks", type=int, default=20000)
     ap.add_argument("--skills", type=int, default=200)
@@ -519,6 +525,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--job-interval", type=float, default=60.0, help="simulated seconds")
     ap.add_argument("--fair-window", type=float, default=600.0, help="simulated seconds")
     ap.add_argument("--forecast-window", type=float, default=1800.0, help="simulated seconds")
+    ap.add_argument(
+        "--class-shares",
+        default="high=0.5,normal=0.25,low=0.1",
+        help="the fairness shares (TASKROUTE_ROUTING_CLASS_SHARES)",
+    )
+    ap.add_argument(
+        "--scarcity-ratio",
+        type=float,
+        default=0.5,
+        help="TASKROUTE_ROUTING_SCARCITY_RATIO",
+    )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument(
         "--analyze-every", type=int, default=500, help="ANALYZE after this many completions"
@@ -535,8 +552,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=["taskroute", "priority-fifo"],
         choices=["taskroute", "priority-fifo", "taskroute-nojob"],
     )
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.worlds and "all" in args.worlds and len(args.worlds) > 1:
+        ap.error("--worlds all stands alone")
+    return args
 
 
 if __name__ == "__main__":
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # progress
     asyncio.run(main(parse_args()))

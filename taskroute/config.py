@@ -204,17 +204,25 @@ class Settings:
     routing_class_shares: str = setting(
         "high=0.5,normal=0.25,low=0.1",
         "TASKROUTE_ROUTING_CLASS_SHARES",
-        "least share of a saturated skill's claims per class",
+        "least share of a saturated skill's claims per class that is short of it (projects"
+        " without a deadline; see docs/routing.md)",
     )
     routing_forecast_window: float = setting(
         600.0,
         "TASKROUTE_ROUTING_FORECAST_WINDOW",
-        "seconds of throughput behind the deadline-bump forecast",
+        "seconds of a project's own completions behind the deadline bump's realised view"
+        " (the forecast is the other)",
     )
     routing_active_window: float = setting(
         3600.0,
         "TASKROUTE_ROUTING_ACTIVE_WINDOW",
         "an expert seen this recently counts as active for skill scarcity",
+    )
+    routing_scarcity_ratio: float = setting(
+        0.5,
+        "TASKROUTE_ROUTING_SCARCITY_RATIO",
+        "a skill is scarce (its holders take its work first) when its other active holders"
+        " per second of backlog are below this x the average",
     )
     listen_probe_interval: float = setting(
         5.0,

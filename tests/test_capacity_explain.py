@@ -153,7 +153,7 @@ async def test_background_jobs_probe_indexes_on_a_churned_table(
         "leases_release_expired": (1000, None),
         "leases_expire_absent": (None,),
         "routing_fair_boost": (None, 60.0, ["high", "normal", "low"], [0.5, 0.25, 0.1]),
-        "routing_scarcity_refresh": (None, 3600.0),
+        "routing_scarcity_refresh": (None, 3600.0, ["s"], [60.0], 0.5),
     }
     found = {
         name: scans_of_big_tables(await plan(db, name, *args)) for name, args in statements.items()
@@ -188,5 +188,8 @@ async def test_forecast_statements_probe_indexes_on_a_churned_table(
 async def test_deadline_bump_probes_indexes_on_a_churned_table(
     db: asyncpg.Connection, churned: dict[str, Any]
 ) -> None:
-    found = scans_of_big_tables(await plan(db, "routing_deadline_bump", None, 600.0, 0.5))
+    forecast = ([churned["project"]], [None], [True])
+    found = scans_of_big_tables(
+        await plan(db, "routing_deadline_bump", None, 600.0, 0.5, *forecast)
+    )
     assert found == []

@@ -20,8 +20,7 @@ async def test_two_processes_never_claim_a_task_twice(
     db_route: DbRoute, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
     servers = [
-        ServeProcess(db_route.url, tmp_path / f"server{i}.log", **db_route.env())
-        for i in range(2)
+        ServeProcess(db_route.url, tmp_path / f"server{i}.log", **db_route.env()) for i in range(2)
     ]
     await asyncio.gather(*(s.astart() for s in servers))
     try:

@@ -70,7 +70,7 @@ async def _world(db: asyncpg.Connection) -> tuple[Any, Any, Any]:
         [r["id"] for r in others],
     )
     await db.execute("ANALYZE")
-    await db.execute(Q["routing_scarcity_refresh"], None, 3600.0)
+    await db.execute(Q["routing_scarcity_refresh"], None, 3600.0, [], [], 0.5)
     return expert, rare_task, project
 
 

@@ -7,6 +7,8 @@ The claim (`task_claim`) only reads what this job maintains (`tasks.eff_priority
 from __future__ import annotations
 
 import logging
+import statistics
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +18,7 @@ from taskroute.config import Settings
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput
+from taskroute.resolvers.forecast import Forecast, forecasts
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +57,19 @@ class RoutingPolicy:
     class_shares: dict[str, float] = field(
         default_factory=lambda: {"high": 0.5, "normal": 0.25, "low": 0.1}
     )
-    # Throughput over the last `forecast_window` seconds forecasts each deadline.
+    # A project's own completions over the last `forecast_window` seconds are its realised
+    # rate (the deadline bump's second view, next to the forecast).
     forecast_window: float = 600.0
-    # Unbump once the forecast finishes within this fraction of the time left.
+    # Unbump once both views finish within this fraction of the time left.
     unbump_slack: float = 0.8
     # Experts seen (or created) within this many seconds count as active for scarcity.
     active_window: float = 3600.0
+    # A skill is scarce when its other active holders per second of backlog are below this
+    # fraction of the average over all skills with backlog.
+    scarcity_ratio: float = 0.5
+    # The forecast's own settings (pace history window, presence window): the same
+    # `forecasts` the customers see decides the bumps.
+    forecast: Settings = field(default_factory=Settings)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RoutingPolicy:
@@ -68,6 +78,8 @@ class RoutingPolicy:
             class_shares=parse_class_shares(settings.routing_class_shares),
             forecast_window=settings.routing_forecast_window,
             active_window=settings.routing_active_window,
+            scarcity_ratio=settings.routing_scarcity_ratio,
+            forecast=settings,
         )
 
 
@@ -92,8 +104,15 @@ async def routing_once(
             return report
         report.ran = True
         # Bumps first: they rewrite eff_priority, which the boost below builds on.
+        ahead = await forecasts(conn, policy.forecast, None, clock)
         rows = await conn.fetch(
-            Q["routing_deadline_bump"], clock, policy.forecast_window, policy.unbump_slack
+            Q["routing_deadline_bump"],
+            clock,
+            policy.forecast_window,
+            policy.unbump_slack,
+            [f.project_id for f in ahead],
+            [f.eta for f in ahead],
+            [f.evidence for f in ahead],
         )
         report.bumps = [dict(r) for r in rows]
         boosts = await conn.fetch(
@@ -104,10 +123,31 @@ async def routing_once(
             [policy.class_shares[n] for n in names],
         )
         report.boosted = sum(r["boosted"] for r in boosts)
-        await conn.execute(Q["routing_scarcity_refresh"], clock, policy.active_window)
+        skills, typical = typical_seconds(ahead)
+        await conn.execute(
+            Q["routing_scarcity_refresh"],
+            clock,
+            policy.active_window,
+            skills,
+            typical,
+            policy.scarcity_ratio,
+        )
     for b in report.bumps:
         log.info("project %s %sed (remaining %d)", b["project_id"], b["kind"], b["remaining"])
     return report
+
+
+def typical_seconds(ahead: list[Forecast]) -> tuple[list[str], list[float]]:
+    """Typical seconds per task of each skill the forecasts measured a pace for (the median
+    over projects of one working expert's cycle); skills left out get the median of these
+    in the scarcity SQL."""
+    cycles: dict[str, list[float]] = defaultdict(list)
+    for f in ahead:
+        for s in f.by_skill:
+            if s.pace_per_expert > 0:
+                cycles[s.skill].append(3600.0 / s.pace_per_expert)
+    skills = sorted(cycles)
+    return skills, [statistics.median(cycles[s]) for s in skills]
 
 
 # --- what the API reads of routing -----------------------------------------------------------

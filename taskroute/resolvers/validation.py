@@ -343,8 +343,9 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         ),
         tasks=task_specs(raw.get("tasks", []), max_tasks, max_payload_bytes),
         answer_schema=schema,
-        payment_policy=choice(raw.get("payment_policy", "on_submit"), "payment_policy",
-                              PAYMENT_POLICIES),
+        payment_policy=choice(
+            raw.get("payment_policy", "on_submit"), "payment_policy", PAYMENT_POLICIES
+        ),
         auto_approve_seconds=integer(
             raw.get("auto_approve_seconds", 259200), "auto_approve_seconds", 0, 30 * 86400
         ),

@@ -50,6 +50,17 @@ class SkillScarcity:
     skill: str
     active_experts: int
     open_backlog: int
+    backlog_seconds: float = strawberry.field(
+        description="Open backlog in seconds of work (tasks x the skill's typical cycle)."
+    )
+    typical_seconds: float | None = strawberry.field(
+        description="The skill's typical seconds per task from the forecast's pace; null: "
+        "no history (the median over skills stands in)."
+    )
+    scarce: bool = strawberry.field(
+        description="Few other active holders per second of backlog: holders take this "
+        "skill's work before their other skills' (routing)."
+    )
     updated_at: datetime
 
 

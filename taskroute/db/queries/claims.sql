@@ -22,23 +22,21 @@ WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > taskroute_now
 -- For each skill the expert may claim in (eligible_skills), probe the partial indexes (open
 -- tasks; claimed tasks whose lease expired and may be retried) for the best row the expert
 -- may take (task_eligible), skipping rows other claims hold (SKIP LOCKED), then take the
--- best across skills. Without named skills the scarcest skill comes first (fewest other
--- active experts per open task, from skill_scarcity, kept by the routing job), so rare-skill
--- experts are not used up on common work; then eff_priority, then FIFO.
+-- best across skills. Without named skills a scarce skill comes first (skill_scarcity.scarce,
+-- kept by the routing job: few other active holders per second of its backlog), so experts
+-- holding a rare skill with backlog take it before common work others can do; then
+-- eff_priority, then FIFO. Unmeasured skills are not scarce.
 -- The open-task probe has two branches with constant guards on $3 (only one runs): the
 -- skill index for unscoped claims, the project index for scoped ones.
 -- Status values are literals so the planner can match the partial indexes.
 -- Runs inside taskroute_claim (functions/claims.sql); EXPLAIN tests run it alone.
 WITH my_skills AS (
-    SELECT s.*,
-           -- 0 for unknown skills: treat them as scarce until the job has measured them
-           coalesce(greatest(sc.active_experts - 1, 0)::real / greatest(sc.open_backlog, 1),
-                    0) AS helpers_per_task
+    SELECT s.*, coalesce(sc.scarce, false) AS scarce
     FROM ({{ eligible_skills($1, $2) }}) s
     LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
 ),
 candidate AS (
-    SELECT s.helpers_per_task, c.*
+    SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -50,7 +48,7 @@ candidate AS (
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.helpers_per_task, c.*
+    SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -63,7 +61,7 @@ candidate AS (
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.helpers_per_task, c.*
+    SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -78,8 +76,7 @@ candidate AS (
 ),
 best AS (
     SELECT * FROM candidate
-    ORDER BY CASE WHEN $2::text[] IS NULL THEN helpers_per_task ELSE 0 END,
-             eff_priority DESC, seq
+    ORDER BY ($2::text[] IS NULL AND scarce) DESC, eff_priority DESC, seq
     LIMIT 1
 ),
 claimed AS (

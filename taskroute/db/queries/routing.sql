@@ -4,44 +4,59 @@
 -- bench/routing.py can drive the same SQL on simulated time.
 
 -- name: routing_deadline_bump
--- $1 clock (NULL: taskroute_now()), $2 forecast window in seconds, $3 unbump slack in (0, 1].
--- Forecast per active project with a deadline: remaining tasks / tasks done per second over
--- the window. Bump when the forecast misses the deadline (or nothing progressed in a whole
--- window); unbump when remaining work is gone or the forecast finishes within `slack` of the
--- time left (hysteresis, so a project on the edge does not flap). Each change is recorded in
--- project_priority_events and rewrites eff_priority of the project's unfinished tasks,
--- keeping fairness boosts. Lock order: project rows, then their tasks (as project_cancel).
+-- $1 clock (NULL: taskroute_now()), $2 window in seconds, $3 unbump slack in (0, 1], and the
+-- forecast (taskroute/resolvers/forecast.py) of every active project with a deadline: $4 ids,
+-- $5 their ETAs (NULL: unknown), $6 whether the forecast stands on evidence (parallel arrays).
+-- Two views of each project that exists (created by the clock):
+-- - the forecast: the project's remaining work at the measured pace of the experts present,
+--   each sharing their time among the work they qualify for: late = the capacity is short;
+-- - its realised rate: its own tasks done over the window (only once it is a window old):
+--   late = it does not get the share the forecast assumed (priority serves others first).
+-- Bump when either is late (an unknown ETA with evidence: nobody present holds a skill it
+-- needs); unbump when remaining work is gone or both finish within `slack` of the time left
+-- (hysteresis, so a project on the edge does not flap). Each change is recorded in
+-- project_priority_events (rate and forecast_finish: the realised view, else the forecast)
+-- and rewrites eff_priority of the project's unfinished tasks, keeping fairness boosts. Lock
+-- order: project rows, then their tasks (as project_cancel).
 WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
+forecast AS (
+    SELECT * FROM unnest($4::uuid[], $5::timestamptz[], $6::boolean[]) AS u(id, eta, evidence)
+),
 state AS (
-    SELECT p.id, p.deadline, p.deadline_bumped, clock.now_,
+    SELECT p.id, p.deadline, p.deadline_bumped, clock.now_, f.eta,
+           coalesce(f.evidence, false) AS evidence,
+           p.created_at <= clock.now_ - make_interval(secs => $2) AS seasoned,
            (SELECT count(*) FROM tasks t
             WHERE t.project_id = p.id AND t.status IN ('open', 'claimed', 'pending'))::int
                AS remaining,
            (SELECT count(*) FROM assignments a
             WHERE a.project_id = p.id AND a.submitted_at > clock.now_ - make_interval(secs => $2)
               AND a.submitted_at <= clock.now_)::float8 / $2::float8 AS rate
-    FROM projects p, clock
-    WHERE p.deadline IS NOT NULL
-      -- a bumped project that completed still gets its unbump (remaining = 0)
-      AND (p.status = 'active' OR (p.status = 'completed' AND p.deadline_bumped))
-      -- a forecast needs a whole window of history
-      AND (p.deadline_bumped OR p.created_at <= clock.now_ - make_interval(secs => $2))
+    FROM clock, projects p
+    LEFT JOIN forecast f ON f.id = p.id
+    -- a bumped project that completed (or was canceled) is still unbumped
+    WHERE (p.status = 'active' OR p.deadline_bumped)
+      AND p.deadline IS NOT NULL AND p.created_at <= clock.now_
 ),
-forecast AS (
+views AS (
     SELECT s.*,
            CASE WHEN s.rate > 0
-                THEN s.now_ + make_interval(secs => s.remaining / s.rate) END AS finish
+                THEN s.now_ + make_interval(secs => s.remaining / s.rate) END AS realised,
+           s.now_ + (s.deadline - s.now_) * $3::float8 AS comfortable
     FROM state s
 ),
 decided AS (
-    SELECT f.*,
-           CASE WHEN NOT f.deadline_bumped AND f.remaining > 0
-                     AND (f.finish IS NULL OR f.finish > f.deadline) THEN 'bump'
-                WHEN f.deadline_bumped
-                     AND (f.remaining = 0
-                          OR f.finish <= f.now_ + (f.deadline - f.now_) * $3::float8)
+    SELECT v.*,
+           CASE WHEN NOT v.deadline_bumped AND v.remaining > 0
+                     AND ((v.evidence AND (v.eta IS NULL OR v.eta > v.deadline))
+                          OR (v.seasoned AND (v.realised IS NULL OR v.realised > v.deadline)))
+                THEN 'bump'
+                WHEN v.deadline_bumped
+                     AND (v.remaining = 0
+                          OR (v.eta <= v.comfortable
+                              AND (NOT v.seasoned OR v.realised <= v.comfortable)))
                 THEN 'unbump' END AS kind
-    FROM forecast f
+    FROM views v
 ),
 changed AS (
     UPDATE projects p SET deadline_bumped = (d.kind = 'bump')
@@ -52,7 +67,8 @@ changed AS (
 logged AS (
     INSERT INTO project_priority_events
         (project_id, kind, remaining, rate_per_second, forecast_finish, deadline, at)
-    SELECT d.id, d.kind, d.remaining, d.rate, d.finish, d.deadline, d.now_
+    SELECT d.id, d.kind, d.remaining, d.rate,
+           CASE WHEN d.seasoned THEN d.realised ELSE d.eta END, d.deadline, d.now_
     FROM decided d WHERE d.kind IS NOT NULL
 ),
 retasked AS (
@@ -63,16 +79,24 @@ retasked AS (
     FROM changed c
     WHERE t.project_id = c.id AND t.status IN ('open', 'claimed', 'pending')
 )
-SELECT d.id AS project_id, d.kind, d.remaining, d.rate, d.finish, d.deadline
+SELECT d.id AS project_id, d.kind, d.remaining, d.rate,
+       CASE WHEN d.seasoned THEN d.realised ELSE d.eta END AS finish, d.deadline
 FROM decided d WHERE d.kind IS NOT NULL;
 
 -- name: routing_fair_boost
--- $1 clock (NULL: taskroute_now()), $2 window in seconds, $3 class names, $4 their shares (parallel).
--- Fairness under saturation: in each skill that saw claims in the window, every priority
--- class with open work is owed `share` of the skill's claims, split evenly among that
--- class's projects there. A project below its due gets its next best open tasks (by the
--- usual order) boosted ahead of all unboosted rows, enough to cover the shortfall plus one
--- claim ahead; boosts not yet claimed count as paid. Bounded writes: only owed rows change.
+-- $1 clock (NULL: taskroute_now()), $2 window in seconds, $3 class names, $4 their shares
+-- (parallel).
+-- Fairness where someone is actually starving (issue 17). A skill is saturated when more of
+-- its work waits open than its experts claimed in the whole window (they cannot keep up); in
+-- a saturated skill, a priority class with open work there (in projects without a deadline)
+-- is short when its claims in the window fell below `share` of the skill's claims (counting
+-- the next one). Only short classes are owed: each of their projects without a deadline and
+-- with open work in the skill is due an even split of the class's share, and a project below
+-- its due gets its next best open tasks (by the usual order) boosted ahead of all unboosted
+-- rows, enough to cover the shortfall plus one claim ahead; boosts not yet claimed count as
+-- paid. Unsaturated skills and classes at their share get nothing, so boosts never reorder
+-- work that everyone gets to anyway. Bounded writes: only owed rows change; the saturation
+-- test counts at most `claims in the window` open rows.
 WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
 shares AS (SELECT * FROM unnest($3::text[], $4::float8[]) AS u(cls, share)),
 recent AS (
@@ -82,12 +106,35 @@ recent AS (
     GROUP BY t.skill, a.project_id
 ),
 totals AS (SELECT skill, sum(n)::int AS total FROM recent GROUP BY skill),
+saturated AS (
+    SELECT tt.skill, tt.total FROM totals tt
+    WHERE (SELECT count(*) FROM (SELECT 1 FROM tasks t
+                                 WHERE t.skill = tt.skill AND t.status = 'open'
+                                 LIMIT tt.total) w) >= tt.total
+),
 competing AS (
-    SELECT tt.skill, tt.total, p.id AS project_id, routing_class(p.priority) AS cls
-    FROM totals tt CROSS JOIN projects p
-    WHERE p.status = 'active'
+    -- Projects with a deadline are owed what the deadline needs, not a share: the deadline
+    -- bump lifts them when the forecast (or their own pace) says they would miss it.
+    SELECT sa.skill, sa.total, p.id AS project_id, routing_class(p.priority) AS cls
+    FROM saturated sa CROSS JOIN projects p
+    WHERE p.status = 'active' AND p.deadline IS NULL
+      -- OFFSET 0: one probe of tasks_open_project per (skill, project); pulled up into a
+      -- semi-join the planner hashed every open task (tests/test_capacity_explain.py)
       AND EXISTS (SELECT 1 FROM tasks t
-                  WHERE t.project_id = p.id AND t.skill = tt.skill AND t.status = 'open')
+                  WHERE t.project_id = p.id AND t.skill = sa.skill AND t.status = 'open'
+                  OFFSET 0)
+),
+class_got AS (
+    SELECT r.skill, routing_class(p.priority) AS cls, sum(r.n)::int AS got
+    FROM recent r JOIN projects p ON p.id = r.project_id
+    GROUP BY r.skill, routing_class(p.priority)
+),
+short AS (
+    SELECT DISTINCT c.skill, c.cls
+    FROM competing c
+    JOIN shares sh ON sh.cls = c.cls
+    LEFT JOIN class_got g ON g.skill = c.skill AND g.cls = c.cls
+    WHERE coalesce(g.got, 0) < sh.share * (c.total + 1)  -- as `owed`: one claim ahead
 ),
 due AS (
     SELECT c.skill, c.project_id, c.total,
@@ -97,6 +144,7 @@ due AS (
             WHERE t.project_id = c.project_id AND t.skill = c.skill AND t.status = 'open'
               AND t.eff_priority >= routing_fair_threshold())::int AS pending_boosts
     FROM competing c
+    JOIN short USING (skill, cls)
     JOIN shares sh ON sh.cls = c.cls
     LEFT JOIN recent r ON r.skill = c.skill AND r.project_id = c.project_id
 ),
@@ -123,10 +171,20 @@ boosted AS (
 SELECT skill, project_id, count(*)::int AS boosted FROM boosted GROUP BY skill, project_id;
 
 -- name: routing_scarcity_refresh
--- $1 clock (NULL: taskroute_now()), $2 active window in seconds: experts seen (or created) within it
--- count as active. Rewrites skill_scarcity: per skill, active qualified experts and open
--- backlog (one pass over the open-task index); skills with neither disappear.
+-- $1 clock (NULL: taskroute_now()), $2 active window in seconds: experts seen (or created)
+-- within it count as active. $3 skills and $4 their typical seconds per task (parallel; from the
+-- forecasts' measured pace; a skill missing gets the median of those given, or 1: counting
+-- tasks), $5 scarcity ratio. Rewrites skill_scarcity: per skill, active qualified experts,
+-- open backlog in tasks and in seconds of work, and whether the skill is scarce: its other
+-- active holders (an expert deciding asks who else could do the work) per second of backlog
+-- are below $5 x the same figure over all skills with backlog. Skills with neither experts
+-- nor backlog disappear.
 WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
+typical AS (SELECT * FROM unnest($3::text[], $4::float8[]) AS u(skill, seconds)),
+fallback AS (
+    SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds), 1.0) AS seconds
+    FROM typical
+),
 backlog AS (
     SELECT skill, count(*)::int AS n FROM tasks WHERE status = 'open' GROUP BY skill
 ),
@@ -139,15 +197,32 @@ helpers AS (
 ),
 measured AS (
     SELECT coalesce(b.skill, h.skill) AS skill, coalesce(h.n, 0) AS active_experts,
-           coalesce(b.n, 0) AS open_backlog
-    FROM backlog b FULL JOIN helpers h ON h.skill = b.skill
+           coalesce(b.n, 0) AS open_backlog, ty.seconds AS typical_seconds,
+           coalesce(b.n, 0) * coalesce(ty.seconds, fb.seconds) AS backlog_seconds
+    FROM fallback fb, backlog b
+    FULL JOIN helpers h ON h.skill = b.skill
+    LEFT JOIN typical ty ON ty.skill = coalesce(b.skill, h.skill)
+),
+overall AS (
+    -- other holders per second of backlog over every skill with backlog
+    SELECT sum(greatest(active_experts - 1, 0))::float8 / nullif(sum(backlog_seconds), 0)
+               AS helpers_per_second
+    FROM measured WHERE backlog_seconds > 0
 ),
 upserted AS (
-    INSERT INTO skill_scarcity (skill, active_experts, open_backlog, updated_at)
-    SELECT m.skill, m.active_experts, m.open_backlog, clock.now_ FROM measured m, clock
+    INSERT INTO skill_scarcity
+        (skill, active_experts, open_backlog, typical_seconds, backlog_seconds, scarce,
+         updated_at)
+    SELECT m.skill, m.active_experts, m.open_backlog, m.typical_seconds, m.backlog_seconds,
+           coalesce(m.backlog_seconds > 0
+                    AND greatest(m.active_experts - 1, 0) / m.backlog_seconds
+                        < $5::float8 * o.helpers_per_second, false),
+           clock.now_
+    FROM measured m, overall o, clock
     ON CONFLICT (skill) DO UPDATE
     SET active_experts = EXCLUDED.active_experts, open_backlog = EXCLUDED.open_backlog,
-        updated_at = EXCLUDED.updated_at
+        typical_seconds = EXCLUDED.typical_seconds, backlog_seconds = EXCLUDED.backlog_seconds,
+        scarce = EXCLUDED.scarce, updated_at = EXCLUDED.updated_at
 )
 DELETE FROM skill_scarcity s WHERE NOT EXISTS (SELECT 1 FROM measured m WHERE m.skill = s.skill);
 
@@ -206,10 +281,11 @@ FROM unnest($1::uuid[], $2::text[]) AS u(item_id, caps)
 WHERE t.item_id = u.item_id AND u.caps <> '';
 
 -- name: routing_scarcity_list
--- No parameters. Scarcest first: fewest active experts per open task.
-SELECT skill, active_experts, open_backlog, updated_at
+-- No parameters. Scarce skills first, then fewest other active experts per second of backlog.
+SELECT skill, active_experts, open_backlog, backlog_seconds, typical_seconds, scarce, updated_at
 FROM skill_scarcity
-ORDER BY active_experts::real / greatest(open_backlog, 1), skill;
+ORDER BY scarce DESC,
+         greatest(active_experts - 1, 0)::real / greatest(backlog_seconds, 1), skill;
 
 -- name: routing_expert_presence
 -- $1 expert_id.
