@@ -326,18 +326,16 @@ FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item
 -- For each skill the expert may claim in (eligible_skills), probe the partial indexes (open
 -- tasks; claimed tasks whose lease expired and may be retried) for the best row the expert
 -- may take (task_eligible), skipping rows other claims hold (SKIP LOCKED), then take the
--- best across skills. Without named skills the scarcest skill comes first (fewest other
--- active experts per open task, from skill_scarcity, kept by the routing job), so rare-skill
--- experts are not used up on common work; then eff_priority, then FIFO.
+-- best across skills. Without named skills a scarce skill comes first (skill_scarcity.scarce,
+-- kept by the routing job: few other active holders per second of its backlog), so experts
+-- holding a rare skill with backlog take it before common work others can do; then
+-- eff_priority, then FIFO. Unmeasured skills are not scarce.
 -- The open-task probe has two branches with constant guards on p_project (only one runs): the
 -- skill index for unscoped claims, the project index for scoped ones.
 -- Status values are literals so the planner can match the partial indexes.
 -- Runs inside taskroute_claim (functions/claims.sql); EXPLAIN tests run it alone.
 WITH my_skills AS (
-    SELECT s.*,
-           -- 0 for unknown skills: treat them as scarce until the job has measured them
-           coalesce(greatest(sc.active_experts - 1, 0)::real / greatest(sc.open_backlog, 1),
-                    0) AS helpers_per_task
+    SELECT s.*, coalesce(sc.scarce, false) AS scarce
     FROM (-- p_expert expert_id, p_skills skills to restrict to (text[]; NULL: every skill the expert holds).
 -- A row source: the skills the expert may claim in now, i.e. an active (not paused) skill of
 -- an active expert. Columns: skill, quality (what a task's min_quality is compared with),
@@ -350,7 +348,7 @@ WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
     LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
 ),
 candidate AS (
-    SELECT s.helpers_per_task, c.*
+    SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -377,7 +375,7 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.helpers_per_task, c.*
+    SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -405,7 +403,7 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.helpers_per_task, c.*
+    SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -436,8 +434,7 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
 ),
 best AS (
     SELECT * FROM candidate
-    ORDER BY CASE WHEN p_skills::text[] IS NULL THEN helpers_per_task ELSE 0 END,
-             eff_priority DESC, seq
+    ORDER BY (p_skills::text[] IS NULL AND scarce) DESC, eff_priority DESC, seq
     LIMIT 1
 ),
 claimed AS (
@@ -1888,7 +1885,10 @@ CREATE TABLE public.skill_scarcity (
     skill text NOT NULL,
     active_experts integer NOT NULL,
     open_backlog integer NOT NULL,
-    updated_at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL
+    updated_at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
+    typical_seconds real,
+    backlog_seconds real DEFAULT 0 NOT NULL,
+    scarce boolean DEFAULT false NOT NULL
 );
 
 --
