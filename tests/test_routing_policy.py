@@ -15,17 +15,15 @@ from typing import Any
 
 import asyncpg
 
-from . import conftest
-from .conftest import InProcessServer
-from .helpers import ADMIN_TOKEN, Api, tasks_of
-from .test_routing import claim, project_state, wait_for
+from .helpers import ADMIN_TOKEN, Api, InProcessServer, settings_for, tasks_of, wait_for
+from .test_routing import claim, project_state
 
 FAIR_THRESHOLD = 50_000_000  # routing_fair_threshold(): boosted rows sit at or above it
 
 
 @contextlib.asynccontextmanager
 async def server(database_url: str, tmp_path: Path, **overrides: Any) -> AsyncIterator[Api]:
-    settings = conftest.test_settings(database_url, tmp_path, routing_interval=0.2, **overrides)
+    settings = settings_for(database_url, tmp_path, routing_interval=0.2, **overrides)
     srv = InProcessServer(settings)
     await srv.start()
     try:
