@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from .clock import DbClock
-from .helpers import ADMIN_TOKEN, Api, GraphQLError, wait_for
+from .helpers import ADMIN_TOKEN, CLAIM_TASK_FIELDS, Api, GraphQLError, wait_for
 
 SKILL = "labeling"
 
@@ -166,9 +166,7 @@ async def test_gold_never_repeated_per_expert_across_200_claims(
     ]
     assert len(claims) == 200
     # Same shape for gold and normal work, and a fresh random task id every time.
-    assert {tuple(sorted(c["task"])) for c in claims} == {
-        ("id", "payload", "priority", "projectId", "skill")
-    }
+    assert {tuple(sorted(c["task"])) for c in claims} == {tuple(sorted(CLAIM_TASK_FIELDS.split()))}
     assert len({c["task"]["id"] for c in claims}) == 200
 
     gold = await db.fetch(
