@@ -22,6 +22,7 @@ from strawberry.relay import PageInfo
 
 from taskroute.auth import Viewer, hash_token, load_viewer, parse_bearer, parse_id
 from taskroute.resolvers import accounts, cursors
+from taskroute.schema.paging import page_info
 
 from .context import Context
 
@@ -249,15 +250,6 @@ class AdminAuditConnection:
     page_info: PageInfo
 
 
-def _page_info(edges: list[Any], has_next: bool, after: str | None) -> PageInfo:
-    return PageInfo(
-        has_next_page=has_next,
-        has_previous_page=after is not None,
-        start_cursor=edges[0].cursor if edges else None,
-        end_cursor=edges[-1].cursor if edges else None,
-    )
-
-
 def _audit_cursor(seq: int) -> str:
     return cursors.encode("audit", str(seq))
 
@@ -317,7 +309,7 @@ class AccountsQuery:
             ExpertEdge(cursor=accounts.encode_cursor("expert", r), node=Expert.of(r))
             for r in found.rows
         ]
-        return ExpertConnection(edges=edges, page_info=_page_info(edges, found.has_next, after))
+        return ExpertConnection(edges=edges, page_info=page_info(edges, found.has_next, after))
 
     @strawberry.field(description="Admins: one expert.")
     async def expert(self, info: Info, id: strawberry.ID) -> Expert:
@@ -338,7 +330,7 @@ class AccountsQuery:
             CustomerEdge(cursor=accounts.encode_cursor("customer", r), node=Customer.of(r))
             for r in found.rows
         ]
-        return CustomerConnection(edges=edges, page_info=_page_info(edges, found.has_next, after))
+        return CustomerConnection(edges=edges, page_info=page_info(edges, found.has_next, after))
 
     @strawberry.field(
         description="Credentials of an account (admins: name it; others: their own), "
@@ -390,7 +382,7 @@ class AccountsQuery:
             )
             for r in found.rows
         ]
-        return AdminAuditConnection(edges=edges, page_info=_page_info(edges, found.has_next, after))
+        return AdminAuditConnection(edges=edges, page_info=page_info(edges, found.has_next, after))
 
 
 # --- mutations ----------------------------------------------------------------------------

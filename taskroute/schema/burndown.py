@@ -12,6 +12,7 @@ from strawberry.relay import PageInfo
 
 from taskroute.auth import parse_id
 from taskroute.resolvers import burndown
+from taskroute.schema.paging import page_info
 
 from .context import Context
 
@@ -65,10 +66,5 @@ async def project_remaining_history(
     return RemainingHistory(
         bucket_seconds=found.bucket_seconds,
         edges=edges,
-        page_info=PageInfo(
-            has_next_page=found.has_next,
-            has_previous_page=after is not None,
-            start_cursor=edges[0].cursor if edges else None,
-            end_cursor=edges[-1].cursor if edges else None,
-        ),
+        page_info=page_info(edges, found.has_next, after),
     )

@@ -6,6 +6,7 @@ import strawberry
 from strawberry.relay import PageInfo
 
 from taskroute.resolvers import customer_views
+from taskroute.schema.paging import page_info
 
 from .context import Context
 from .types import Project
@@ -45,10 +46,5 @@ class CustomerViewsQuery:
         ]
         return ProjectConnection(
             edges=edges,
-            page_info=PageInfo(
-                has_next_page=found.has_next,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            page_info=page_info(edges, found.has_next, after),
         )

@@ -14,6 +14,7 @@ from taskroute.auth import parse_id
 from taskroute.errors import BadInput, NotFound
 from taskroute.resolvers import acceptance, ledger
 from taskroute.resolvers.projects import get_project
+from taskroute.schema.paging import page_info
 
 from .context import Context
 
@@ -182,12 +183,7 @@ class LedgerQuery:
         ]
         return PayoutConnection(
             edges=edges,
-            page_info=PageInfo(
-                has_next_page=found.has_next,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            page_info=page_info(edges, found.has_next, after),
         )
 
     @strawberry.field(
@@ -266,12 +262,7 @@ class LedgerQuery:
         ]
         return AssignmentReviewConnection(
             edges=edges,
-            page_info=PageInfo(
-                has_next_page=found.has_next,
-                has_previous_page=after is not None,
-                start_cursor=edges[0].cursor if edges else None,
-                end_cursor=edges[-1].cursor if edges else None,
-            ),
+            page_info=page_info(edges, found.has_next, after),
         )
 
 

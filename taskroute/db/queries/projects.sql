@@ -71,19 +71,23 @@ WITH p AS (
 UPDATE tasks t SET status = 'canceled'
 FROM p WHERE t.project_id = p.id AND t.status IN ('open', 'pending');
 
+-- fragment: project_task_counts
+-- $1 project_id. Counts of the project's tasks by state; gold servings are not customer work.
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
+       count(*) FILTER (WHERE t.status = 'claimed') AS claimed,
+       count(*) FILTER (WHERE t.status = 'done') AS done,
+       count(*) FILTER (WHERE t.status = 'failed') AS failed,
+       count(*) FILTER (WHERE t.status = 'canceled') AS canceled
+FROM tasks t WHERE t.project_id = $1 AND t.kind <> 'gold'
+
 -- name: project_progress
 -- $1 project_id. Counts of tasks by state (gold servings are not customer work), and the
 -- project's status in the same snapshot (issue 13: 'completed' with its time).
 SELECT p.status, p.completed_at, c.*
 FROM projects p
 CROSS JOIN LATERAL (
-    SELECT count(*) AS total,
-           count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
-           count(*) FILTER (WHERE t.status = 'claimed') AS claimed,
-           count(*) FILTER (WHERE t.status = 'done') AS done,
-           count(*) FILTER (WHERE t.status = 'failed') AS failed,
-           count(*) FILTER (WHERE t.status = 'canceled') AS canceled
-    FROM tasks t WHERE t.project_id = p.id AND t.kind <> 'gold'
+    {{ project_task_counts(p.id) }}
 ) c
 WHERE p.id = $1;
 

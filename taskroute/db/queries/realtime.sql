@@ -36,13 +36,7 @@ ORDER BY s.skill;
 SELECT p.id AS project_id, p.status, p.completed_at, c.*
 FROM projects p
 CROSS JOIN LATERAL (
-    SELECT count(*) AS total,
-           count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
-           count(*) FILTER (WHERE t.status = 'claimed') AS claimed,
-           count(*) FILTER (WHERE t.status = 'done') AS done,
-           count(*) FILTER (WHERE t.status = 'failed') AS failed,
-           count(*) FILTER (WHERE t.status = 'canceled') AS canceled
-    FROM tasks t WHERE t.project_id = p.id AND t.kind <> 'gold'
+    {{ project_task_counts(p.id) }}
 ) c
 WHERE p.id = ANY ($1::uuid[]);
 
