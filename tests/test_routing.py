@@ -1,12 +1,12 @@
 """Routing (issue 6): scarcity, fairness, deadline bumps, scope, capabilities, retries, presence.
 
 Everything goes through the public API of a real server on a real database; invariants are
-then checked in the database. The routing job runs in the server on a short interval.
+then checked in the database. The routing job runs in the server on a short interval, except
+in the fairness tests, which run its passes themselves on the database clock.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -16,6 +16,9 @@ from typing import Any
 import asyncpg
 import pytest
 import pytest_asyncio
+
+from taskroute.db.pool import Database, create_pool
+from taskroute.resolvers.routing import RoutingPolicy, routing_once
 
 from .clock import DbClock
 from .helpers import (
@@ -136,86 +139,102 @@ async def test_rare_skill_goes_to_its_only_expert_ahead_of_common_backlog(
 # --- fairness -------------------------------------------------------------------------------
 
 
-async def _saturate(api: Api, tokens: list[str], claims_total: int) -> None:
-    """Experts claim and submit as fast as they can until `claims_total` claims are done."""
-    left = claims_total
-
-    async def worker(token: str) -> None:
-        nonlocal left
-        while left > 0:
-            left -= 1
-            got = await claim(api, token)
-            assert got is not None, "the backlog must outlast the run (saturation)"
-            await api.submit(token, got["assignmentId"], {"ok": True})
-
-    await asyncio.gather(*(worker(t) for t in tokens))
+# The fairness tests drive the routing job themselves, on the database clock: one pass, then a
+# phase of claims made one after another, then the clock moves a phase on. A pass's window
+# (2.5 phases) holds exactly the two phases before it whatever the machine's speed (real time
+# only adds the phases' own seconds, far less than half a phase), so every run makes the same
+# claims in the same windows.
+FAIR_PHASE = 600.0
+FAIR_WINDOW = 2.5 * FAIR_PHASE
 
 
-async def _saturate_for(api: Api, tokens: list[str], least_claims: int, span: float) -> int:
-    """Experts claim and submit as fast as they can until the run has made `least_claims`
-    claims and lasted `span` seconds, whichever comes later (so a fast machine does not end
-    the run inside one fairness window). Returns the number of claims made."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + span
-    made = 0
-
-    async def worker(token: str) -> None:
-        nonlocal made
-        while made < least_claims or loop.time() < end:
-            made += 1
-            got = await claim(api, token)
-            assert got is not None, "the backlog must outlast the run (saturation)"
-            await api.submit(token, got["assignmentId"], {"ok": True})
-
-    await asyncio.gather(*(worker(t) for t in tokens))
-    return made
-
-
-async def _shares_per_window(
-    db: asyncpg.Connection, low_project: str, window: float
-) -> list[tuple[int, int]]:
-    """(low claims, all claims) in every window of `window` seconds that starts at a claim
-    and lies inside the run."""
-    rows = await db.fetch(
-        "SELECT claimed_at, project_id::text = $1 AS low FROM assignments ORDER BY claimed_at",
-        low_project,
+@contextlib.asynccontextmanager
+async def fairness_world(
+    database_url: str, tmp_path: Path, shares: str
+) -> AsyncIterator[tuple[Api, Database, RoutingPolicy]]:
+    """A server whose own routing job runs only at its start (the test runs the passes), and
+    the job's database and policy for the test's passes."""
+    settings = settings_for(
+        database_url,
+        tmp_path,
+        routing_interval=3600.0,
+        routing_fair_window=FAIR_WINDOW,
+        routing_class_shares=shares,
     )
-    times = [r["claimed_at"] for r in rows]
-    end = times[-1]
-    width = timedelta(seconds=window)
-    out = []
-    for i, start in enumerate(times):
-        if start + width > end:
-            break
-        inside = [r for r in rows[i:] if r["claimed_at"] < start + width]
-        out.append((sum(r["low"] for r in inside), len(inside)))
-    return out
+    srv = InProcessServer(settings)
+    await srv.start()
+    pool = await create_pool(database_url, 1, 2)
+    try:
+        async with Api(srv.url) as client:
+            yield client, Database(pool, 10.0), RoutingPolicy.from_settings(settings)
+    finally:
+        await pool.close()
+        await srv.stop()
+
+
+async def _claims_per_phase(
+    world: tuple[Api, Database, RoutingPolicy],
+    clock: DbClock,
+    tokens: list[str],
+    phases: int,
+    per_phase: int,
+    project_id: str,
+) -> list[int]:
+    """Per phase: one routing pass, then `per_phase` claims (each submitted before the next,
+    experts in turn), then the clock moves `FAIR_PHASE` on. Returns how many of each phase's
+    claims went to `project_id`."""
+    api, jobs, policy = world
+
+    async def routing_pass() -> bool:
+        # False only while the server's start-up pass holds the job's lock: wait for it.
+        return (await routing_once(jobs, policy)).ran
+
+    counts = []
+    for _ in range(phases):
+        await wait_for(routing_pass, "a routing pass")
+        mine = 0
+        for i in range(per_phase):
+            token = tokens[i % len(tokens)]
+            got = await claim(api, token)
+            assert got is not None, "the backlog must outlast the run (saturation)"
+            mine += got["task"]["projectId"] == project_id
+            await api.submit(token, got["assignmentId"], {"ok": True})
+        counts.append(mine)
+        await clock.advance(FAIR_PHASE)
+    return counts
+
+
+async def _flood(
+    database_url: str, tmp_path: Path, clock: DbClock, shares: str, phases: int = 8
+) -> list[int]:
+    """A HIGH project flooding one skill, a LOW one beside it (both without a deadline),
+    three experts and the class shares `shares`: the LOW project's claims in each of
+    `phases` phases of 20 claims."""
+    async with fairness_world(database_url, tmp_path, shares) as world:
+        api = world[0]
+        customer = await api.create_customer()
+        experts = [await api.create_expert(["label"], name=f"e{i}") for i in range(3)]
+        await api.create_project(
+            customer["token"], tasks_of("label", 400), priorityClass="HIGH", name="flood"
+        )
+        low = await api.create_project(
+            customer["token"], tasks_of("label", 100), priorityClass="LOW", name="low"
+        )
+        tokens = [e["token"] for e in experts]
+        return await _claims_per_phase(world, clock, tokens, phases, 20, low["project"]["id"])
 
 
 @pytest.mark.slow
 async def test_low_priority_project_keeps_a_share_under_high_priority_flood(
-    routed: Api, db: asyncpg.Connection
+    database_url: str, tmp_path: Path, clock: DbClock, db: asyncpg.Connection
 ) -> None:
-    api = routed
-    customer = await api.create_customer()
-    experts = [await api.create_expert(["label"], name=f"e{i}") for i in range(6)]
-    # Backlogs deep enough for the whole run on a fast machine (it lasts >= 3 windows).
-    await api.create_project(
-        customer["token"], tasks_of("label", 4000), priorityClass="HIGH", name="flood"
-    )
-    low = await api.create_project(
-        customer["token"], tasks_of("label", 1000), priorityClass="LOW", name="low"
-    )
-    low_id = low["project"]["id"]
-    await _saturate_for(api, [e["token"] for e in experts], 360, span=3 * 3.0)
-
-    windows = await _shares_per_window(db, low_id, 3.0)
-    assert windows, "the run must last longer than one fairness window"
-    worst = min(n / total for n, total in windows)
-    overall = await db.fetchval("SELECT avg((project_id::text = $1)::int) FROM assignments", low_id)
-    assert worst >= 0.05, f"low share fell to {worst:.3f} in some window (overall {overall:.3f})"
+    low = await _flood(database_url, tmp_path, clock, "high=0.5,normal=0.25,low=0.1")
+    # The low class's share of every window a pass saw (two phases), from the first pass that
+    # saw claims on; priority alone would give it none.
+    windows = [(low[i] + low[i + 1]) / 40 for i in range(len(low) - 1)]
+    assert min(windows) >= 0.05, f"low claims per phase {low}"
     # ... while the high-priority project still gets most of the claims.
-    assert overall <= 0.3
+    assert sum(low) / (len(low) * 20) <= 0.3, f"low claims per phase {low}"
     # Both still have backlog: this was saturation, not the high project running dry.
     left = await db.fetch(
         "SELECT project_id, count(*) FROM tasks WHERE status = 'open' GROUP BY project_id"
@@ -223,27 +242,14 @@ async def test_low_priority_project_keeps_a_share_under_high_priority_flood(
     assert len(left) == 2
 
 
-@pytest_asyncio.fixture
-async def unfair(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    """Control: the low class is guaranteed nothing."""
-    async with routing_server(database_url, tmp_path, "high=0.5,normal=0.25,low=0") as api:
-        yield api
-
-
+@pytest.mark.slow
 async def test_without_a_low_share_the_low_project_starves(
-    unfair: Api, db: asyncpg.Connection
+    database_url: str, tmp_path: Path, clock: DbClock
 ) -> None:
-    """The share test above can fail: with the low class's share at 0 it gets nothing."""
-    api = unfair
-    customer = await api.create_customer()
-    experts = [await api.create_expert(["label"], name=f"e{i}") for i in range(3)]
-    await api.create_project(customer["token"], tasks_of("label", 200), priorityClass="HIGH")
-    low = await api.create_project(customer["token"], tasks_of("label", 50), priorityClass="LOW")
-    await _saturate(api, [e["token"] for e in experts], 60)
-    low_claims = await db.fetchval(
-        "SELECT count(*) FROM assignments WHERE project_id = $1::text::uuid", low["project"]["id"]
-    )
-    assert low_claims == 0
+    """The share test above can fail: the same run with the low class's share at 0 gives
+    it nothing."""
+    low = await _flood(database_url, tmp_path, clock, "high=0.5,normal=0.25,low=0")
+    assert low == [0] * 8
 
 
 # --- deadline bump --------------------------------------------------------------------------
