@@ -37,8 +37,9 @@ import asyncpg
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.realtime import notify
-from taskroute.resolvers import accounts, claims, projects, quality
+from taskroute.resolvers import accounts, claims, projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.quality import policy, retraction
 
 LABELS = ["cat", "dog", "bird", "fish"]
 SKILL = "animals"
@@ -171,7 +172,7 @@ async def simulate(
         1_000_000,
     )
     project = (await projects.create_project(db, customer.id, spec)).project
-    await quality.set_policy(
+    await policy.set_policy(
         db,
         project["id"],
         {"gold_ratio": args.gold_ratio, "answer_field": "label", **RULES[rule]["policy"]},
@@ -188,7 +189,7 @@ async def simulate(
     for e in experts:
         if e.paused_after is not None:
             assert e.id is not None
-            await quality.retract(db, e.id, SKILL, None, "bench", "paused", False)
+            await retraction.retract(db, e.id, SKILL, None, "bench", "paused", False)
     await work(db, experts, seed, truth)
     out = Outcome(seconds=time.perf_counter() - started)
     out.paused_after = {e.name: e.paused_after for e in experts if e.name.startswith("bad")}

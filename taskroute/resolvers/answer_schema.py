@@ -101,7 +101,7 @@ def check(schema: Any, value: Any, where: str) -> None:
 
 def check_gold_items(raw_tasks: Any, project_schema: Any) -> None:
     """addGoldItems (raw task dicts): every gold answer matches the project's schema. Gold
-    items added this way cannot carry their own schema (their insert, in quality.py, stores
+    items added this way cannot carry their own schema (their insert, in quality/gold.py, stores
     none): saying so beats dropping it silently. Shapes are checked later, by task_specs."""
     if not isinstance(raw_tasks, list):
         return

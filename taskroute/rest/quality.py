@@ -14,7 +14,8 @@ from starlette.routing import Route
 from taskroute.auth import parse_id
 from taskroute.db.pool import Database
 from taskroute.errors import BadInput
-from taskroute.resolvers import answer_schema, batches, cursors, projects, quality
+from taskroute.resolvers import answer_schema, batches, cursors, projects
+from taskroute.resolvers.quality import adjudication, gold, policy, result_feed
 
 from .common import json_body, services, viewer
 
@@ -49,12 +50,12 @@ async def results(request: Request) -> Response:
     project_id = await _owned_project(request)
     db = services(request).db
     after = request.query_params.get("after")
-    quality.parse_result_cursor(after)  # a bad cursor is a 422 before the stream starts
+    result_feed.parse_result_cursor(after)  # a bad cursor is a 422 before the stream starts
 
     async def lines(db: Database, after: str | None) -> AsyncIterator[str]:
         # One short connection per page: a slow reader never pins a pooled connection.
         while True:
-            rows, after = await quality.results_page(db, project_id, after, STREAM_PAGE)
+            rows, after = await result_feed.results_page(db, project_id, after, STREAM_PAGE)
             for r in rows:
                 yield _result_line(r)
             if len(rows) < STREAM_PAGE:
@@ -66,11 +67,11 @@ async def results(request: Request) -> Response:
 async def result_changes(request: Request) -> Response:
     project_id = await _owned_project(request)
     first = request.query_params.get("limit", "100")
-    rows, cursor = await quality.changes_page(
+    rows, cursor = await result_feed.changes_page(
         services(request).db,
         project_id,
         request.query_params.get("after"),
-        cursors.limit(first, "limit", 1, quality.MAX_PAGE),
+        cursors.limit(first, "limit", 1, result_feed.MAX_PAGE),
     )
     changes = [
         {
@@ -90,16 +91,16 @@ async def result_changes(request: Request) -> Response:
 
 def _policy_json(row: Any) -> dict[str, Any]:
     return {
-        k: row[k] for k in (*quality.POLICY_FIELDS, *quality.CHOICES, "answer_field", "adjudicate")
+        k: row[k] for k in (*policy.POLICY_FIELDS, *policy.CHOICES, "answer_field", "adjudicate")
     }
 
 
 async def get_policy(request: Request) -> Response:
     project_id = await _owned_project(request)
     db = services(request).db
-    pool = [dict(r) for r in await quality.gold_pool(db, project_id)]
-    policy = _policy_json(await quality.get_policy(db, project_id))
-    return JSONResponse({"policy": policy, "gold_pool": pool})
+    pool = [dict(r) for r in await gold.gold_pool(db, project_id)]
+    current = _policy_json(await policy.get_policy(db, project_id))
+    return JSONResponse({"policy": current, "gold_pool": pool})
 
 
 async def put_policy(request: Request) -> Response:
@@ -108,7 +109,7 @@ async def put_policy(request: Request) -> Response:
     body = await json_body(request)
     if not isinstance(body, dict):
         raise BadInput("the body must be a JSON object")
-    row = await quality.set_policy(services(request).db, project_id, body)
+    row = await policy.set_policy(services(request).db, project_id, body)
     return JSONResponse({"policy": _policy_json(row)})
 
 
@@ -120,12 +121,12 @@ async def add_gold(request: Request) -> Response:
     s = services(request)
     project = await projects.get_project(s.db, project_id, None)  # owned: checked above
     answer_schema.check_gold_items(body["tasks"], project["answer_schema"])  # issue 13
-    added = await quality.add_gold_items(
+    added = await gold.add_gold_items(
         s.db,
         batches.blobs_of(s),
         project_id,
         body["tasks"],
-        quality.GoldLimits(
+        gold.GoldLimits(
             s.settings.max_tasks_per_request,
             s.settings.max_payload_bytes,
             s.settings.inline_payload_bytes,
@@ -137,7 +138,7 @@ async def add_gold(request: Request) -> Response:
 async def prior_answers(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
     task_id = parse_id(request.path_params["id"], "task")
-    answers = await quality.prior_answers(services(request).db, expert_id, task_id)
+    answers = await adjudication.prior_answers(services(request).db, expert_id, task_id)
     return JSONResponse({"prior_answers": answers})
 
 

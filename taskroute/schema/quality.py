@@ -10,7 +10,8 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import answer_schema, batches, projects, quality
+from taskroute.resolvers import answer_schema, batches, projects
+from taskroute.resolvers.quality import gold, pausing, policy, report, result_feed, retraction
 
 from .context import Context
 from .inputs import TaskInput
@@ -192,7 +193,7 @@ class ExpertSkill:
     @classmethod
     def of(cls, r: Any) -> ExpertSkill:
         fields = {f: r[f] for f in cls.__annotations__ if f != "pause_evidence"}
-        return cls(**fields, pause_evidence=quality.evidence_ratio(r["pause_llr"]))
+        return cls(**fields, pause_evidence=report.evidence_ratio(r["pause_llr"]))
 
 
 @strawberry.type
@@ -215,12 +216,12 @@ class QualityQuery:
     @strawberry.field
     async def quality_policy(self, info: Info, project_id: strawberry.ID) -> QualityPolicy:
         project = await _project(info, project_id)
-        return QualityPolicy.of(await quality.get_policy(info.context.db, project["id"]))
+        return QualityPolicy.of(await policy.get_policy(info.context.db, project["id"]))
 
     @strawberry.field
     async def gold_pool(self, info: Info, project_id: strawberry.ID) -> list[GoldPoolSkill]:
         project = await _project(info, project_id)
-        rows = await quality.gold_pool(info.context.db, project["id"])
+        rows = await gold.gold_pool(info.context.db, project["id"])
         return [GoldPoolSkill(**dict(r)) for r in rows]
 
     @strawberry.field
@@ -228,7 +229,7 @@ class QualityQuery:
         self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
     ) -> ResultPage:
         project = await _project(info, project_id)
-        rows, cursor = await quality.results_page(info.context.db, project["id"], after, first)
+        rows, cursor = await result_feed.results_page(info.context.db, project["id"], after, first)
         return ResultPage(
             items=[ItemResult.of(r) for r in rows], cursor=cursor, has_more=len(rows) == first
         )
@@ -238,7 +239,7 @@ class QualityQuery:
         self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
     ) -> ResultChangePage:
         project = await _project(info, project_id)
-        rows, cursor = await quality.changes_page(info.context.db, project["id"], after, first)
+        rows, cursor = await result_feed.changes_page(info.context.db, project["id"], after, first)
         changes = [
             ResultChange(
                 cursor=str(r["seq"]),
@@ -257,12 +258,12 @@ class QualityQuery:
     @strawberry.field
     async def quality_report(self, info: Info, project_id: strawberry.ID) -> QualityReport:
         project = await _project(info, project_id)
-        return QualityReport.of(await quality.report(info.context.db, project["id"]))
+        return QualityReport.of(await report.report(info.context.db, project["id"]))
 
     @strawberry.field
     async def expert_skills(self, info: Info, expert_id: strawberry.ID) -> list[ExpertSkill]:
         (await info.context.viewer()).require_admin()
-        rows = await quality.expert_skills(info.context.db, parse_id(expert_id, "expert"))
+        rows = await pausing.expert_skills(info.context.db, parse_id(expert_id, "expert"))
         return [ExpertSkill.of(r) for r in rows]
 
 
@@ -274,7 +275,7 @@ class QualityMutation:
     ) -> QualityPolicy:
         project = await _project(info, project_id)
         raw = {k: v for k, v in asdict(input).items() if v is not None}
-        return QualityPolicy.of(await quality.set_policy(info.context.db, project["id"], raw))
+        return QualityPolicy.of(await policy.set_policy(info.context.db, project["id"], raw))
 
     @strawberry.mutation
     async def add_gold_items(
@@ -286,12 +287,12 @@ class QualityMutation:
             {k: v for k, v in asdict(t).items() if v is not None or k == "payload"} for t in tasks
         ]
         answer_schema.check_gold_items(raw, project["answer_schema"])  # issue 13
-        return await quality.add_gold_items(
+        return await gold.add_gold_items(
             info.context.db,
             batches.blobs_of(info.context.services),
             project["id"],
             raw,
-            quality.GoldLimits(
+            gold.GoldLimits(
                 settings.max_tasks_per_request,
                 settings.max_payload_bytes,
                 settings.inline_payload_bytes,
@@ -304,8 +305,8 @@ class QualityMutation:
     ) -> list[ExpertSkill]:
         (await info.context.viewer()).require_admin()
         eid = parse_id(expert_id, "expert")
-        await quality.pause_expert(info.context.db, eid, skill, reason)
-        return [ExpertSkill.of(r) for r in await quality.expert_skills(info.context.db, eid)]
+        await pausing.pause_expert(info.context.db, eid, skill, reason)
+        return [ExpertSkill.of(r) for r in await pausing.expert_skills(info.context.db, eid)]
 
     @strawberry.mutation
     async def unpause_expert(
@@ -313,8 +314,8 @@ class QualityMutation:
     ) -> list[ExpertSkill]:
         (await info.context.viewer()).require_admin()
         eid = parse_id(expert_id, "expert")
-        await quality.unpause_expert(info.context.db, eid, skill, reason)
-        return [ExpertSkill.of(r) for r in await quality.expert_skills(info.context.db, eid)]
+        await pausing.unpause_expert(info.context.db, eid, skill, reason)
+        return [ExpertSkill.of(r) for r in await pausing.expert_skills(info.context.db, eid)]
 
     @strawberry.mutation
     async def retract_labels(
@@ -327,7 +328,7 @@ class QualityMutation:
         clawback: bool = False,
     ) -> Retraction:
         (await info.context.viewer()).require_admin()
-        done = await quality.retract(
+        done = await retraction.retract(
             info.context.db,
             parse_id(expert_id, "expert"),
             skill,

@@ -9,8 +9,9 @@ import strawberry
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import claims, ingest, projects, quality
+from taskroute.resolvers import claims, ingest, projects
 from taskroute.resolvers.accounts import Credential as CredentialRow
+from taskroute.resolvers.quality import adjudication
 from taskroute.resolvers.validation import priority_class_of
 
 from . import burndown, project_views
@@ -50,7 +51,9 @@ class Task:
         viewer = await info.context.viewer()
         if viewer.expert_id is None:
             return None
-        return await quality.prior_answers(info.context.db, viewer.expert_id, parse_id(self.id))
+        return await adjudication.prior_answers(
+            info.context.db, viewer.expert_id, parse_id(self.id)
+        )
 
 
 @strawberry.type

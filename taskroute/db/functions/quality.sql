@@ -2,7 +2,7 @@
 -- items. Called by taskroute_submit (one round trip per submit) and by the admin paths
 -- (pause, retraction), so each rule exists once. `{{ name(args) }}` splices the named blocks
 -- of queries/*.sql (taskroute/db/queries.py); migrate.py installs this file whenever it
--- changes. Rules in words: the docstring of taskroute/resolvers/quality.py.
+-- changes. Rules in words: the docstring of taskroute/resolvers/quality/__init__.py.
 
 -- What two answers are compared on: the whole answer, or its top-level `field`; NULL when
 -- the answer lacks that field (such answers never agree on anything). jsonb equality, so key
