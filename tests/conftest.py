@@ -1,4 +1,5 @@
-"""Real Postgres for every test: one migrated template per run, one copy per test."""
+"""Real Postgres for every test: one migrated template per run, one copy per test (dropped in
+the background, see helpers.Dropper)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest_asyncio
 from taskroute.db.migrate import migrate_url
 
 from .clock import DbClock
-from .helpers import Api, DbRoute, InProcessServer, dsn_for, settings_for
+from .helpers import Api, DbRoute, Dropper, InProcessServer, dsn_for, settings_for
 from .procs import PrivatePgBouncer
 
 CANDIDATE_ADMIN_DSNS = [
@@ -55,6 +56,13 @@ async def pg_admin_dsn() -> str:
     pytest.exit("no Postgres reachable for tests: " + "; ".join(errors), returncode=3)
 
 
+@pytest.fixture(scope="session")
+def dropper(pg_admin_dsn: str) -> Iterator[Dropper]:
+    d = Dropper(pg_admin_dsn)
+    yield d
+    d.close()
+
+
 @pytest_asyncio.fixture(scope="session")
 async def template_db(pg_admin_dsn: str) -> AsyncIterator[str]:
     name = f"taskroute_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
@@ -69,15 +77,19 @@ async def template_db(pg_admin_dsn: str) -> AsyncIterator[str]:
 
 
 @pytest_asyncio.fixture
-async def database_url(pg_admin_dsn: str, template_db: str) -> AsyncIterator[str]:
+async def database_url(pg_admin_dsn: str, template_db: str, dropper: Dropper) -> AsyncIterator[str]:
+    """A fresh copy of the template for one test; dropped in the background afterwards (the
+    drop forces its connections out, so nothing of the test outlives it)."""
     name = f"taskroute_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(pg_admin_dsn)
     try:
         await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    finally:
+        await conn.close()
+    try:
         yield dsn_for(pg_admin_dsn, name)
     finally:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await conn.close()
+        dropper.drop(name)
 
 
 @pytest_asyncio.fixture

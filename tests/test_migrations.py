@@ -12,19 +12,21 @@ import pytest_asyncio
 from taskroute.db.migrate import available, migrate_url
 from taskroute.db.queries import Q
 
-from .helpers import dsn_for
+from .helpers import Dropper, dsn_for
 
 
 @pytest_asyncio.fixture
-async def empty_database(pg_admin_dsn: str) -> AsyncIterator[str]:
+async def empty_database(pg_admin_dsn: str, dropper: Dropper) -> AsyncIterator[str]:
     name = f"taskroute_m_{uuid.uuid4().hex[:8]}"
     conn = await asyncpg.connect(pg_admin_dsn)
-    await conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
     try:
         yield dsn_for(pg_admin_dsn, name)
     finally:
-        await conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await conn.close()
+        dropper.drop(name)
 
 
 async def test_concurrent_migrations_apply_each_once(empty_database: str) -> None:
