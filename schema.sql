@@ -1435,7 +1435,9 @@ ALTER TABLE public.audit_log ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
 CREATE TABLE public.blob_deletions (
     key text NOT NULL,
     project_id uuid NOT NULL,
-    queued_at timestamp with time zone NOT NULL
+    queued_at timestamp with time zone NOT NULL,
+    kind text DEFAULT 'payload'::text NOT NULL,
+    CONSTRAINT blob_deletions_kind_check CHECK ((kind = ANY (ARRAY['payload'::text, 'request'::text])))
 );
 
 --
@@ -1559,7 +1561,10 @@ CREATE TABLE public.ingest_chunks (
     chunk_no integer NOT NULL,
     first_index integer NOT NULL,
     task_count integer NOT NULL,
-    body text NOT NULL
+    body text,
+    body_key text,
+    payload_keys text[] NOT NULL,
+    CONSTRAINT ingest_chunks_text_in_one_place CHECK (((body IS NULL) <> (body_key IS NULL)))
 );
 ALTER TABLE ONLY public.ingest_chunks ALTER COLUMN body SET STORAGE EXTERNAL;
 

@@ -7,8 +7,11 @@ import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
+import pytest
 import pytest_asyncio
 
+from taskroute.blobs import blob_key
+from taskroute.db import migrate as migrate_module
 from taskroute.db.migrate import available, migrate_url
 from taskroute.db.queries import Q
 
@@ -55,3 +58,42 @@ async def test_migration_numbers_are_unique_and_ascending() -> None:
     versions = [v for v, _, _ in available()]
     assert len(set(versions)) == len(versions)
     assert versions == sorted(versions)
+
+
+async def test_chunks_queued_before_the_request_moved_to_the_blob_store_keep_working(
+    empty_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0021: a chunk whose text was stored in Postgres (before 0021) gets its
+    payloads' keys, hashed as the worker and the cancel hash them, so either can handle it."""
+    every = available()
+    monkeypatch.setattr(migrate_module, "available", lambda: [m for m in every if m[0] < 21])
+    await migrate_url(empty_database)
+    conn = await asyncpg.connect(empty_database)
+    try:
+        customer = await conn.fetchval("INSERT INTO customers (name) VALUES ('c') RETURNING id")
+        project = await conn.fetchval(
+            "INSERT INTO projects (customer_id, name, status) VALUES ($1, 'p', 'ingesting')"
+            " RETURNING id",
+            customer,
+        )
+        job = await conn.fetchval(
+            "INSERT INTO ingest_jobs (project_id, customer_id, kind, tasks_total, chunks_left)"
+            " VALUES ($1, $2, 'create', 2, 1) RETURNING id",
+            project,
+            customer,
+        )
+        payloads = ['{"text":"é"}', '{"n":2}']
+        body = "\n".join(f'["g",0,null,null,[],null]\t{p}' for p in payloads)
+        await conn.execute(
+            "INSERT INTO ingest_chunks (job_id, chunk_no, first_index, task_count, body)"
+            " VALUES ($1, 0, 0, 2, $2)",
+            job,
+            body,
+        )
+        monkeypatch.setattr(migrate_module, "available", lambda: every)
+        assert 21 in await migrate_url(empty_database)
+        row = await conn.fetchrow("SELECT body, body_key, payload_keys FROM ingest_chunks")
+        assert row["body"] == body and row["body_key"] is None
+        assert row["payload_keys"] == [blob_key(p) for p in payloads]
+    finally:
+        await conn.close()

@@ -17,7 +17,7 @@ import asyncpg
 
 from taskroute.blobs import BlobStore, BlobStoreError, open_blob_store
 from taskroute.db.queries import Q
-from taskroute.errors import BadInput, NotFound, ProjectCanceled, Unavailable
+from taskroute.errors import BadInput, NotFound, ProjectCanceled, TaskrouteError, Unavailable
 from taskroute.realtime import notify
 from taskroute.resolvers import cursors, ingest, payloads, projects, retention
 from taskroute.resolvers import validation as v
@@ -67,16 +67,17 @@ async def create_project(
             created = await projects.create_project_in(conn, customer_id, spec, refs)
         notify.progress_changed(created.project["id"])
         return created
-    async with services.db.transaction() as conn:
-        project = await projects.insert_project(conn, customer_id, spec, "ingesting")
-        await ingest.enqueue(
-            conn,
-            project["id"],
-            customer_id,
-            "create",
-            spec.tasks,
-            services.settings.ingest_chunk_tasks,
-        )
+    blobs = blobs_of(services)
+    stored = await ingest.store_request(blobs, spec.tasks, services.settings.ingest_chunk_tasks)
+    try:
+        async with services.db.transaction() as conn:
+            project = await projects.insert_project(conn, customer_id, spec, "ingesting")
+            await ingest.enqueue(conn, project["id"], customer_id, "create", stored)
+    except TaskrouteError:
+        # refused (canceled meanwhile, busy pool): nothing recorded the stored texts. Other
+        # errors may come from a commit that happened after all; their texts stay.
+        await ingest.discard_request(blobs, stored.keys)
+        raise
     _wake_worker(services)
     return projects.Created(project, accepted=True)
 
@@ -125,15 +126,24 @@ async def add_tasks(
             await projects.settle(conn, [project_id])
             project = await conn.fetchrow(Q["project_get"], project_id, None)
         return Added(project, accepted=False, added=added)
+    # Checked before the request is written to the store, as in the synchronous path.
     async with db.transaction() as conn:
-        project = await _lock_project(conn, project_id, customer_id, adding=True)
-        v.check_gold(specs, project["answer_schema"])
-        job = await ingest.enqueue(
-            conn, project_id, customer_id, "add", specs, services.settings.ingest_chunk_tasks
-        )
-        # the queued batch is work left: a completed project is active again
-        await projects.settle(conn, [project_id])
-        project = await conn.fetchrow(Q["project_get"], project_id, None)
+        project = await _lock_project(conn, project_id, customer_id)
+    v.check_gold(specs, project["answer_schema"])
+    blobs = blobs_of(services)
+    stored = await ingest.store_request(blobs, specs, services.settings.ingest_chunk_tasks)
+    try:
+        async with db.transaction() as conn:
+            project = await _lock_project(conn, project_id, customer_id, adding=True)
+            job = await ingest.enqueue(conn, project_id, customer_id, "add", stored)
+            # the queued batch is work left: a completed project is active again
+            await projects.settle(conn, [project_id])
+            project = await conn.fetchrow(Q["project_get"], project_id, None)
+    except TaskrouteError:
+        # refused (canceled meanwhile, busy pool): nothing recorded the stored texts. Other
+        # errors may come from a commit that happened after all; their texts stay.
+        await ingest.discard_request(blobs, stored.keys)
+        raise
     _wake_worker(services)
     return Added(project, accepted=True, job_id=job["id"])
 

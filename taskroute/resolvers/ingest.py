@@ -1,9 +1,14 @@
 """Background ingest of large batches (>= ASYNC_MIN_TASKS tasks).
 
-Accepting a batch stores the validated task specs in `ingest_chunks` in one transaction (the
-request is durable before the 202). A worker in every server process then takes one chunk at
-a time with `FOR UPDATE SKIP LOCKED`, writes its payloads to the blob store, and in the same
-transaction inserts its items and tasks as 'open' and deletes the chunk. So:
+Accepting a batch stores the validated task specs durably before the 202: each chunk's text
+(`encode_chunk`) as one blob in the blob store, then, in one transaction, the job and one
+`ingest_chunks` row per chunk holding the blob's key and the chunk's payload keys. (If the
+store refuses the write, the text goes into the row itself, as it did before issue 16: the
+batch is still accepted while Postgres is up.) A worker in every server process then takes
+one chunk at a time with `FOR UPDATE SKIP LOCKED`, reads its text, writes its payloads to the
+blob store, and in the same transaction inserts its items and tasks as 'open' and deletes
+the chunk (queuing its text's blob for deletion; the worker deletes it after the commit).
+So:
 - a task is never open before its payload is durable (blob writes come before the insert);
 - a crash anywhere rolls the chunk back and another worker (or the restart) redoes it: the
   blobs are content-addressed, and the chunk row vanishes only with its tasks, so no
@@ -17,13 +22,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from taskroute.blobs import BlobStore, BlobStoreError
+from taskroute.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
 from taskroute.config import Settings
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
@@ -106,27 +113,74 @@ def decode_chunk(body: str) -> list[TaskSpec]:
     return specs
 
 
+@dataclass(frozen=True)
+class StoredRequest:
+    """A batch's chunks as `enqueue` records them: each chunk's text is in the blob store
+    under `keys[i]`, or (the store refused it) travels in `texts[i]` to the chunk row."""
+
+    starts: list[int]
+    counts: list[int]
+    keys: list[str | None]
+    texts: list[str | None]
+    payload_keys: list[str]
+
+
+async def store_request(
+    blobs: BlobStore, specs: Sequence[TaskSpec], chunk_size: int
+) -> StoredRequest:
+    """Write the batch's chunks to the blob store (durably), before the transaction that
+    records them (`enqueue`). A store that is down makes the texts go to Postgres instead."""
+    chunk_size = max(1, chunk_size)
+    starts = list(range(0, len(specs), chunk_size))
+    texts = [encode_chunk(specs[i : i + chunk_size]) for i in starts]
+    payload_keys = [blob_key(s.payload_json) for s in specs]
+    counts = [min(chunk_size, len(specs) - i) for i in starts]
+    # Random keys: two identical requests must not share (and so delete) each other's text.
+    keys = [secrets.token_hex(32) for _ in starts]
+    try:
+        await blobs.put_many(zip(keys, (t.encode() for t in texts), strict=True))
+    except BlobStoreError as exc:
+        log.warning("batch request kept in Postgres: the payload store refused it (%s)", exc)
+        await discard_request(blobs, keys)
+        return StoredRequest(starts, counts, [None] * len(starts), list(texts), payload_keys)
+    return StoredRequest(starts, counts, list(keys), [None] * len(starts), payload_keys)
+
+
+async def discard_request(blobs: BlobStore, keys: Sequence[str | None]) -> None:
+    """Best effort: the texts of a request that was not recorded (nothing refers to them)."""
+    present = [k for k in keys if k is not None]
+    if present:
+        try:
+            await blobs.delete_many(present)
+        except BlobStoreError as exc:
+            log.warning("could not delete %d unrecorded batch chunks: %s", len(present), exc)
+
+
 async def enqueue(
     conn: asyncpg.Connection,
     project_id: UUID,
     customer_id: UUID,
     kind: str,
-    specs: Sequence[TaskSpec],
-    chunk_size: int,
+    stored: StoredRequest,
 ) -> asyncpg.Record:
-    """Store the batch durably as a job of chunks (in the caller's transaction)."""
-    chunk_size = max(1, chunk_size)
-    starts = list(range(0, len(specs), chunk_size))
+    """Record the stored batch as a job of chunks (in the caller's transaction)."""
     job = await conn.fetchrow(
-        Q["ingest_job_insert"], project_id, customer_id, kind, len(specs), len(starts)
+        Q["ingest_job_insert"],
+        project_id,
+        customer_id,
+        kind,
+        len(stored.payload_keys),
+        len(stored.starts),
     )
     await conn.execute(
         Q["ingest_chunks_insert"],
         job["id"],
-        list(range(len(starts))),
-        starts,
-        [len(specs[i : i + chunk_size]) for i in starts],
-        [encode_chunk(specs[i : i + chunk_size]) for i in starts],
+        list(range(len(stored.starts))),
+        stored.starts,
+        stored.counts,
+        stored.texts,
+        stored.keys,
+        stored.payload_keys,
     )
     return job
 
@@ -192,9 +246,11 @@ class IngestWorker:
                     await conn.execute(Q["ingest_job_cancel"], job_id)
                     await tx.commit()
                     return True
-                specs = decode_chunk(chunk["body"])
+                specs = decode_chunk(await self._chunk_text(chunk))
                 # Payloads first (durable), then the tasks that need them become open.
-                refs = await store_payloads(conn, self.blobs, specs, s.inline_payload_bytes)
+                refs = await store_payloads(
+                    conn, self.blobs, specs, s.inline_payload_bytes, chunk["payload_keys"]
+                )
                 # Locked only now (not during the blob writes): a cancel that committed
                 # meanwhile is seen here; one that comes later waits and cancels our tasks.
                 project_status = await conn.fetchval(Q["project_lock_share"], chunk["project_id"])
@@ -208,6 +264,17 @@ class IngestWorker:
                 if job["state"] == "done" and job["kind"] == "create":
                     await conn.execute(Q["project_activate"], chunk["project_id"])
                 await tx.commit()
+                if chunk["body_key"] is not None:
+                    await self._delete_request(conn, chunk["body_key"])
+            except BlobNotFound as exc:
+                # The chunk's own text is gone (someone emptied the store): no retry brings
+                # it back, so it counts towards failing the job.
+                await tx.rollback()
+                log.error("ingest of job %s: its stored request is gone: %s", job_id, exc)
+                await self._attempt_failed(
+                    conn, job_id, INTERNAL_FAILURE, f"request: {exc}", MAX_UNEXPECTED_ATTEMPTS
+                )
+                return True
             except BlobStoreError as exc:
                 await tx.rollback()
                 await self._attempt_failed(conn, job_id, STORE_DOWN, f"object store: {exc}", None)
@@ -227,6 +294,24 @@ class IngestWorker:
                     MAX_UNEXPECTED_ATTEMPTS,
                 )
         return True
+
+    async def _chunk_text(self, chunk: asyncpg.Record) -> str:
+        if chunk["body"] is not None:
+            text: str = chunk["body"]
+            return text
+        try:
+            return (await self.blobs.get(chunk["body_key"])).decode()
+        except BlobNotFound as exc:
+            raise BlobNotFound(f"chunk {chunk['chunk_no']} of job {chunk['job_id']}") from exc
+
+    async def _delete_request(self, conn: asyncpg.Connection, key: str) -> None:
+        """The stored chunk's text, now that its tasks committed. If this fails, the key
+        stays queued (ingest_chunk_delete) and the retention job deletes it."""
+        try:
+            await self.blobs.delete_many([key])
+            await conn.execute(Q["ingest_request_deleted"], key)
+        except (BlobStoreError, asyncpg.PostgresError) as exc:
+            log.warning("stored batch chunk %s left for the retention job: %s", key, exc)
 
     async def _attempt_failed(
         self,

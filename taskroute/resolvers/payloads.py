@@ -52,18 +52,24 @@ BLOB_WRITES_LOCK_KEY = 0x7A5C0018
 
 
 async def store_payloads(
-    conn: asyncpg.Connection, blobs: BlobStore, specs: Sequence[TaskSpec], inline_max: int
+    conn: asyncpg.Connection,
+    blobs: BlobStore,
+    specs: Sequence[TaskSpec],
+    inline_max: int,
+    keys: Sequence[str] | None = None,
 ) -> list[PayloadRef]:
     """Write every payload (durably) and return its reference; raises BlobStoreError.
 
+    `keys`: the payloads' blob keys if already known (a stored batch chunk keeps them).
     `conn` is in the transaction that will insert the items referencing the payloads: it
     holds the blob-writes lock (shared) until that transaction ends."""
     await conn.execute(Q["advisory_xact_lock_shared"], BLOB_WRITES_LOCK_KEY)
+    if keys is None:
+        keys = [blob_key(s.payload_json) for s in specs]
     refs: list[PayloadRef] = []
     pending: dict[str, bytes] = {}
-    for s in specs:
+    for s, key in zip(specs, keys, strict=True):
         data = s.payload_json.encode()
-        key = blob_key(s.payload_json)
         pending[key] = data  # identical payloads are written once
         refs.append(PayloadRef(key, len(data) <= inline_max))
     await blobs.put_many(pending.items())

@@ -103,18 +103,17 @@ async def _delete_batch(db: Database, blobs: BlobStore) -> tuple[int, int]:
         doomed = [r["key"] for r in rows if not r["in_use"]]
         await blobs.delete_many(doomed)
         await conn.execute(Q["blob_deletions_done"], [r["key"] for r in rows])
-        deleted = Counter(r["project_id"] for r in rows if not r["in_use"])
-        kept = Counter(r["project_id"] for r in rows if r["in_use"])
-        for project_id in sorted(deleted.keys() | kept.keys()):
+        payloads = [r for r in rows if r["kind"] == "payload"]
+        deleted = Counter(r["project_id"] for r in payloads if not r["in_use"])
+        kept = Counter(r["project_id"] for r in payloads if r["in_use"])
+        # the texts of stored batch chunks whose worker died before deleting them
+        requests = Counter(r["project_id"] for r in rows if r["kind"] == "request")
+        for project_id in sorted(deleted.keys() | kept.keys() | requests.keys()):
+            details = {"deleted": deleted[project_id], "kept_in_use": kept[project_id]}
+            if requests[project_id]:
+                details["batch_requests_deleted"] = requests[project_id]
             await accounts.audit(
-                conn,
-                ACTOR,
-                "payload_blobs_deleted",
-                "project",
-                project_id,
-                None,
-                deleted=deleted[project_id],
-                kept_in_use=kept[project_id],
+                conn, ACTOR, "payload_blobs_deleted", "project", project_id, None, **details
             )
     log.info(
         "payload retention deleted %d blobs (%d kept: still in use)",

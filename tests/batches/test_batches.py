@@ -264,6 +264,54 @@ async def test_large_batch_is_accepted_at_once_and_ingested(
     assert await db.fetchval("SELECT count(*) FROM tasks") == 250
     assert await db.fetchval("SELECT count(*) FROM ingest_chunks") == 0
     assert await assert_open_tasks_have_payloads(db, store) == 250
+    # The stored request went with its chunks: the store holds the payloads, nothing else.
+    assert store.keys() == {key_of(t["payload"]) for t in tasks}
+    assert await db.fetchval("SELECT count(*) FROM blob_deletions") == 0
+
+
+async def test_a_queued_request_waits_in_the_blob_store(
+    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
+) -> None:
+    """The 202 comes once the request is durable in the blob store (a blob per chunk), not in
+    Postgres; the worker reads it from there and deletes it once its tasks committed."""
+    srv = await start_server(ingest_chunk_tasks=100)
+    tasks = big_tasks(250)
+    # Payload writers wait for this lock (the retention job's): the worker claims a chunk,
+    # then waits before writing its payloads, so the request stays queued meanwhile.
+    tx = db.transaction()
+    await tx.start()
+    await db.execute("SELECT pg_advisory_xact_lock($1)", payloads_module.BLOB_WRITES_LOCK_KEY)
+    async with Api(srv.url) as api:
+        customer = await api.create_customer()
+        r = await api.rest(
+            "POST", "/v1/projects", customer["token"], json={"name": "q", "tasks": tasks}
+        )
+        assert r.status_code == 202, r.text
+        pid = r.json()["project_id"]
+        chunks = await db.fetch(
+            "SELECT chunk_no, body, body_key, payload_keys FROM ingest_chunks ORDER BY 1"
+        )
+        assert [c["chunk_no"] for c in chunks] == [0, 1, 2]
+        assert all(c["body"] is None for c in chunks), "the request is not in Postgres"
+        payload_keys = [key_of(t["payload"]) for t in tasks]
+        assert [k for c in chunks for k in c["payload_keys"]] == payload_keys
+        request_keys = {c["body_key"] for c in chunks}
+        assert store.keys() == request_keys, "only the request is stored yet: no payloads"
+        for c, first in zip(chunks, (0, 100, 200), strict=True):
+            lines = store.read(c["body_key"]).decode().split("\n")
+            assert [line.split("\t")[1].encode() for line in lines] == [
+                canonical(t["payload"]) for t in tasks[first : first + 100]
+            ]
+        await tx.rollback()  # the worker goes on
+
+        async def done() -> bool:
+            got = (await api.rest("GET", f"/v1/projects/{pid}", customer["token"])).json()
+            return got["ingest"]["state"] == "done"
+
+        await wait_for(done)
+    assert await db.fetchval("SELECT count(*) FROM tasks") == 250
+    assert store.keys() == set(payload_keys), "each chunk's text went once its tasks committed"
+    assert await db.fetchval("SELECT count(*) FROM blob_deletions") == 0
 
 
 async def test_graphql_large_batch_and_add_tasks_are_idempotent_by_external_id(
@@ -385,7 +433,8 @@ async def test_object_store_down(
             ing = d["project"]["ingest"]
             return ing if ing["state"] == "done" else None
 
-        ingest = await wait_for(done)
+        # the rest of the batch: hundreds of PUTs, which moto serves slowly on a busy machine
+        ingest = await wait_for(done, timeout=120)
         assert ingest == {"state": "done", "tasksStored": 1000, "tasksTotal": 1000, "error": None}
     assert await db.fetchval("SELECT count(*) FROM tasks") == 1003
     assert await db.fetchval("SELECT count(DISTINCT item_id) FROM tasks") == 1003
@@ -548,6 +597,8 @@ async def test_cancel_stops_a_background_ingest(
         created = await api.create_project(customer["token"], big_tasks(250), wait=False)
         assert created["accepted"] is True
         pid = created["project"]["id"]
+        # The store refused the request itself: it was kept in Postgres instead.
+        assert await db.fetchval("SELECT bool_and(body IS NOT NULL) FROM ingest_chunks")
 
         async def state() -> str:
             d = await api.gql(PROJECT_STATUS, {"p": pid}, customer["token"])

@@ -188,6 +188,10 @@ async def test_kill_mid_ingest_then_restart_finishes_exactly_once(
         assert await db.fetchval("SELECT status FROM projects") == "ingesting"
         left = await db.fetchval("SELECT coalesce(sum(task_count), 0) FROM ingest_chunks")
         assert left == N - stored
+        # ... in the blob store, a blob per chunk (Postgres holds the keys).
+        pending = await db.fetch("SELECT body, body_key FROM ingest_chunks")
+        assert all(r["body"] is None for r in pending)
+        assert {r["body_key"] for r in pending} <= store.keys()
 
         for srv in restarted:
             await srv.start()
@@ -202,6 +206,11 @@ async def test_kill_mid_ingest_then_restart_finishes_exactly_once(
             assert status["status"] == "active"
             assert status["ingest"]["tasks_stored"] == N
         await check_exactly_n(db, store, N)
+        # Every stored chunk's text is gone from the store, or queued for the retention job
+        # (the kill may land between a chunk's commit and the deletion of its text).
+        payloads = {r["payload_key"] for r in await db.fetch("SELECT payload_key FROM items")}
+        queued = {r["key"] for r in await db.fetch("SELECT key FROM blob_deletions")}
+        assert store.keys() - payloads <= queued
     finally:
         for srv in [first, *restarted]:
             srv.terminate()

@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from taskroute.blobs import BlobStore, open_blob_store
 from taskroute.db.pool import Database, create_pool
-from taskroute.resolvers import retention
+from taskroute.resolvers import ingest, retention
 
 from ..clock import DbClock
 from ..helpers import ADMIN_TOKEN, Api, GraphQLError, wait_for
@@ -306,6 +306,39 @@ async def test_a_canceled_batch_leaves_no_blobs_behind(
         r = await job.run()
         assert r == retention.Round(expired=0, deleted=249, kept=1)
     assert store.keys() & written == {key_of(batch[7]["payload"])}
+
+
+async def test_a_stored_request_left_by_a_dead_worker_is_deleted_by_the_job(
+    start_server: StartServer,
+    store: StoreHandle,
+    db: asyncpg.Connection,
+    job: Job,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker that dies between a chunk's commit and deleting the chunk's text from the
+    store leaves the text queued; the retention job deletes it (audited apart from payloads)."""
+    monkeypatch.setattr(ingest.IngestWorker, "_delete_request", _dies_before_deleting)
+    srv = await start_server(retention_interval=3600)
+    batch = big_tasks(250)
+    payload_keys = {key_of(t["payload"]) for t in batch}
+    async with Api(srv.url) as api:
+        acme = await api.create_customer()
+        pid = (await api.create_project(acme["token"], batch))["project"]["id"]
+        left = store.keys() - payload_keys
+        assert len(left) == 3, "the three 100-task chunks' texts are still in the store"
+        queued = await db.fetch("SELECT key, kind FROM blob_deletions")
+        assert {(r["key"], r["kind"]) for r in queued} == {(k, "request") for k in left}
+        assert await job.run() == retention.Round(expired=0, deleted=3, kept=0)
+        assert store.keys() == payload_keys, "the project's payloads are kept: it is active"
+        assert await db.fetchval("SELECT count(*) FROM blob_deletions") == 0
+        deleted = await _audit(api, pid, "payload_blobs_deleted")
+        assert [d["details"] for d in deleted] == [
+            {"deleted": 0, "kept_in_use": 0, "batch_requests_deleted": 3}
+        ]
+
+
+async def _dies_before_deleting(self: ingest.IngestWorker, conn: Any, key: str) -> None:
+    return None
 
 
 async def test_deletion_waits_for_blob_writers_in_flight(

@@ -7,19 +7,23 @@ VALUES ($1, $2, $3, $4, $5)
 RETURNING *;
 
 -- name: ingest_chunks_insert
--- $1 job_id; parallel arrays $2 chunk numbers, $3 first task indexes, $4 task counts,
--- $5 bodies (JSON arrays of validated task specs).
-INSERT INTO ingest_chunks (job_id, chunk_no, first_index, task_count, body)
-SELECT $1, u.chunk_no, u.first_index, u.task_count, u.body
-FROM unnest($2::int[], $3::int[], $4::int[], $5::text[])
-     AS u(chunk_no, first_index, task_count, body);
+-- $1 job_id; parallel arrays $2 chunk numbers, $3 first task indexes, $4 task counts, $5 the
+-- chunks' texts (NULL where the text is in the blob store), $6 their blob keys (NULL where the
+-- text is in $5); $7 every task's payload key in request order (each chunk takes its slice).
+INSERT INTO ingest_chunks (job_id, chunk_no, first_index, task_count, body, body_key,
+                           payload_keys)
+SELECT $1, u.chunk_no, u.first_index, u.task_count, u.body, u.body_key,
+       ($7::text[])[u.first_index + 1 : u.first_index + u.task_count]
+FROM unnest($2::int[], $3::int[], $4::int[], $5::text[], $6::text[])
+     AS u(chunk_no, first_index, task_count, body, body_key);
 
 -- name: ingest_chunk_claim
 -- No parameters. The first free chunk of the longest-due job, locked for this transaction;
 -- chunks other workers (in any process) hold are skipped. Jobs are walked in the order of
 -- the partial index `ingest_jobs_due`, each probed for one chunk (no sort of all chunks). A
 -- worker that dies releases its lock with its connection, so the chunk is claimed again.
-SELECT c.job_id, c.chunk_no, c.first_index, c.task_count, c.body, j.project_id, j.kind
+SELECT c.job_id, c.chunk_no, c.first_index, c.task_count, c.body, c.body_key, c.payload_keys,
+       j.project_id, j.kind
 FROM ingest_jobs j
 CROSS JOIN LATERAL (
     SELECT * FROM ingest_chunks c
@@ -39,7 +43,22 @@ SELECT status FROM projects WHERE id = $1 FOR SHARE;
 
 -- name: ingest_chunk_delete
 -- $1 job_id, $2 chunk_no. In the transaction that stored the chunk's tasks: exactly once.
-DELETE FROM ingest_chunks WHERE job_id = $1 AND chunk_no = $2;
+-- The chunk's text in the blob store is queued for deletion in the same transaction; the
+-- worker deletes it right after the commit (ingest_request_deleted), so the queue only
+-- keeps the keys of workers that died in between, for the retention job.
+WITH done AS (
+    DELETE FROM ingest_chunks WHERE job_id = $1 AND chunk_no = $2
+    RETURNING job_id, body_key
+)
+INSERT INTO blob_deletions (key, project_id, queued_at, kind)
+SELECT d.body_key, j.project_id, taskroute_now(), 'request'
+FROM done d JOIN ingest_jobs j ON j.id = d.job_id
+WHERE d.body_key IS NOT NULL
+ON CONFLICT (key) DO NOTHING;
+
+-- name: ingest_request_deleted
+-- $1 blob key of a stored chunk's text, just deleted from the store by the worker.
+DELETE FROM blob_deletions WHERE key = $1 AND kind = 'request';
 
 -- name: ingest_job_progress
 -- $1 job_id, $2 task specs the chunk held. The row lock serialises workers finishing chunks
@@ -90,9 +109,9 @@ dropped AS (
     WHERE (c.job_id, c.chunk_no) IN (
         SELECT job_id, chunk_no FROM ingest_chunks WHERE job_id = $1 FOR UPDATE SKIP LOCKED
     )
-    RETURNING c.job_id, c.body
+    RETURNING c.job_id, c.body_key, c.payload_keys
 )
-INSERT INTO blob_deletions (key, project_id, queued_at)
+INSERT INTO blob_deletions (key, project_id, queued_at, kind)
 {{ chunk_payload_keys(dropped) }}
 ON CONFLICT (key) DO NOTHING;
 
@@ -109,9 +128,9 @@ WITH dropped AS (
         WHERE j.state = 'canceled'
         FOR UPDATE OF c2 SKIP LOCKED
     )
-    RETURNING c.job_id, c.body
+    RETURNING c.job_id, c.body_key, c.payload_keys
 )
-INSERT INTO blob_deletions (key, project_id, queued_at)
+INSERT INTO blob_deletions (key, project_id, queued_at, kind)
 {{ chunk_payload_keys(dropped) }}
 ON CONFLICT (key) DO NOTHING;
 

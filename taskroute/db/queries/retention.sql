@@ -43,20 +43,23 @@ SELECT (SELECT count(*) FROM queued) AS keys_queued,
 FROM expired;
 
 -- fragment: chunk_payload_keys
--- $1 a row source of dropped ingest chunks (job_id, body). Their payloads' blob keys, as the
--- worker would have written them: sha256 of each line's canonical payload JSON, the text
--- after the line's one tab (ingest.encode_chunk), with the job's project.
-SELECT DISTINCT encode(sha256(convert_to(split_part(line, E'\t', 2), 'UTF8')), 'hex') AS key,
-       j.project_id, taskroute_now() AS queued_at
+-- $1 a row source of dropped ingest chunks (job_id, body_key, payload_keys). What they may
+-- have left in the blob store, with the job's project: their payloads (a worker may have
+-- written some before it saw the cancel, or crashed) and their own text, if stored there.
+SELECT DISTINCT k.key, j.project_id, taskroute_now() AS queued_at, k.kind
 FROM $1 d
 JOIN ingest_jobs j ON j.id = d.job_id
-CROSS JOIN string_to_table(d.body, E'\n') AS line
+CROSS JOIN LATERAL (
+    SELECT unnest(d.payload_keys), 'payload'
+    UNION ALL
+    SELECT d.body_key, 'request' WHERE d.body_key IS NOT NULL
+) AS k(key, kind)
 
 -- name: blob_deletions_take
--- $1 at most this many. Queued keys (locked), each with whether an item whose payload is
--- kept still references it: those blobs stay (identical content of another project, or of
--- the same canceled project's earlier chunks).
-SELECT d.key, d.project_id,
+-- $1 at most this many. Queued keys (locked) with their kind, each with whether an item whose
+-- payload is kept still references it: those blobs stay (identical content of another
+-- project, or of the same canceled project's earlier chunks; never a chunk's own text).
+SELECT d.key, d.project_id, d.kind,
        EXISTS (SELECT 1 FROM items i
                WHERE i.payload_key = d.key AND i.payload_deleted_at IS NULL) AS in_use
 FROM blob_deletions d
