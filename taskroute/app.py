@@ -18,6 +18,7 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from taskroute import rest
 from taskroute.admission import Admission
+from taskroute.blobs import open_blob_store
 from taskroute.config import Settings
 from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
 from taskroute.db.migrate import migrate_url
@@ -26,7 +27,7 @@ from taskroute.drain import Drain, DrainWebSockets
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
 from taskroute.graphql_http import SpecGraphQL
 from taskroute.jobs import Jobs
-from taskroute.observability.health import healthz, readyz, register_readiness
+from taskroute.observability.health import healthz, readyz
 from taskroute.observability.metrics import metrics_endpoint
 from taskroute.observability.requests import RequestContext
 from taskroute.realtime.backend import PostgresNotifyBackend
@@ -34,7 +35,7 @@ from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
 from taskroute.realtime.tickets import WakeTickets
-from taskroute.resolvers import batches
+from taskroute.resolvers import ingest, payloads, retention
 from taskroute.resolvers.acceptance import auto_approve_pass
 from taskroute.resolvers.alerts import evaluate
 from taskroute.resolvers.routing import RoutingPolicy, routing_once
@@ -161,7 +162,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             )
         hub = Hub(listener, services.db, tickets=tickets)
         await hub.start()
-        services.extras["hub"] = hub
+        services.hub = hub
         if settings.credential_cache_size > 0:
             # Trusted only through the hub's LISTEN connection: attached (and so used) only
             # once revocations reach it; see credential_cache.py.
@@ -172,10 +173,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             cache.attach(hub)
             services.credentials = cache
         # Subscriptions would miss events while the listener is down: not ready then.
-        register_readiness(services, "listener", hub.ready)
+        services.readiness["listener"] = hub.ready
         # A draining process is not ready, so load balancers that probe stop sending to it.
-        register_readiness(services, "accepting", drain.ready)
-        services.extras["drain"] = drain
+        services.readiness["accepting"] = drain.ready
+        services.drain = drain
         jobs_db = services.db.for_jobs()  # never refused by admission (admission.py)
         NOTIFIER.start(jobs_db)
         jobs = Jobs()
@@ -196,13 +197,25 @@ def create_app(settings: Settings | None = None) -> Starlette:
         jobs.every("deadline alerts", settings.forecast_interval, deadline_alerts)
         jobs.every("routing", settings.routing_interval, routing)
         jobs.every("task-count compaction", settings.counts_interval, compaction)
-        batch_runtime = await batches.start(services, jobs)
+        blobs = open_blob_store(settings.blob_url, settings.data_dir, settings.blob_concurrency)
+        services.blobs = blobs
+        secret = await payloads.load_secret(services.db, settings.url_secret)
+        payloads.configure(payloads.PayloadUrls(secret, settings.payload_url_ttl))
+        worker = ingest.IngestWorker(services.db, blobs, settings)
+        services.wake_ingest = worker.wake
+        jobs.spawn("ingest worker", worker.run(), on_stop=worker.stop_at_safe_point)
+        jobs.every(
+            "payload retention",
+            settings.retention_interval,
+            lambda: retention.retention_pass(jobs_db, blobs),
+        )
+        log.info("payloads in %s; ingest worker and retention job started", blobs.url)
         drain.hook_signals()
         try:
             yield {"services": services}
         finally:
             await jobs.stop(settings.shutdown_grace)
-            await batch_runtime.stop()
+            await blobs.close()  # after the jobs: the ingest worker writes until then
             await NOTIFIER.stop()
             await hub.stop()
             await pool.close()

@@ -155,7 +155,7 @@ async def test_a_server_behind_pgbouncer_serves_and_listens_directly(
     assert await db.fetchval("SELECT count(*) FROM payouts") == 1
     # The LISTEN connection is a session of its own on Postgres: the client port Postgres
     # sees for the listener's backend is the listener's own socket, not one of PgBouncer's.
-    hub = bounced_server.server.lifespan.state["services"].extras["hub"]
+    hub = bounced_server.server.lifespan.state["services"].hub
     listener = hub.backend
     local_port = listener._conn._transport.get_extra_info("sockname")[1]
     seen = await db.fetchrow(

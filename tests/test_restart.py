@@ -124,7 +124,7 @@ async def test_drain_closes_sockets_with_1001_and_turns_readiness_off(
     expert = await api.create_expert(["nothing-to-do"])
     before = await idle_subscriber(api.base_url, expert["token"])
     assert (await api.rest("GET", "/readyz", None)).status_code == 200
-    drain = server.server.lifespan.state["services"].extras["drain"]
+    drain = server.server.lifespan.state["services"].drain
     await drain.begin()
     assert await close_code(before) == 1001
     ready = await api.rest("GET", "/readyz", None)
@@ -150,7 +150,7 @@ async def test_an_idle_worker_claims_again_at_once_when_its_server_goes_away(
     """taskroute.client waits on taskAvailable; a 1001 ends the wait at once (not after its
     re-check period), so the worker claims again through the load balancer."""
     expert = await api.create_expert(["nothing-to-do"])
-    drain = server.server.lifespan.state["services"].extras["drain"]
+    drain = server.server.lifespan.state["services"].drain
     async with Worker(api.base_url, expert["token"], recheck_every=600) as worker:
         waiting = asyncio.create_task(worker.wait_for_work(["nothing-to-do"]))
         while not drain.sockets:  # the worker's socket is open

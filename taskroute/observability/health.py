@@ -1,27 +1,19 @@
 """/healthz (the process answers) and /readyz (it can serve: database and listeners connected).
 
-Other parts of the app register readiness checks in `services.extras["readiness"]`, a dict of
-name -> async callable returning True when ready (the realtime listener registers its own).
+Besides the database's own, readyz runs the checks of `services.readiness` (name -> async
+callable returning True when ready; the lifespan adds the listener's and the drain's).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-if TYPE_CHECKING:
-    from taskroute.services import Services
+from taskroute.services import ReadinessCheck, Services
 
-ReadinessCheck = Callable[[], Awaitable[bool]]
 CHECK_TIMEOUT = 2.0
-
-
-def register_readiness(services: Services, name: str, check: ReadinessCheck) -> None:
-    services.extras.setdefault("readiness", {})[name] = check
 
 
 async def healthz(request: Request) -> Response:
@@ -43,7 +35,7 @@ async def readyz(request: Request) -> Response:
         return bool(await services.db.fetchval("SELECT 1") == 1)
 
     checks: dict[str, ReadinessCheck] = {"database": database}
-    checks.update(services.extras.get("readiness", {}))
+    checks.update(services.readiness)
     results = await asyncio.gather(*(_run(c) for c in checks.values()))
     report = dict(zip(checks, results, strict=True))
     ready = all(r == "ok" for r in results)

@@ -3,46 +3,35 @@
 Fewer than ASYNC_MIN_TASKS tasks: payloads are written (durably) first, then one transaction
 inserts the tasks as 'open', then the answer (REST 201, `accepted: false`). Otherwise the
 request is stored as an ingest job and the answer comes at once (REST 202, `accepted: true`);
-see `ingest.py`. Also the audit log query and the per-process runtime (store, worker, URLs).
+see `ingest.py`. The lifespan (app.py) opens the store and starts the ingest worker.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from taskroute.blobs import BlobStore, BlobStoreError, open_blob_store
+from taskroute.blobs import BlobStore, BlobStoreError
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound, ProjectCanceled, TaskrouteError, Unavailable
 from taskroute.realtime import notify
-from taskroute.resolvers import cursors, ingest, payloads, projects, retention
+from taskroute.resolvers import ingest, payloads, projects
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
-
-if TYPE_CHECKING:
-    from taskroute.jobs import Jobs
-    from taskroute.services import Services
+from taskroute.services import Services
 
 log = logging.getLogger(__name__)
 
-AUDIT_PAGE_MAX = 1000
-
 
 def blobs_of(services: Services) -> BlobStore:
-    store: BlobStore | None = services.extras.get("blobs")
+    store = services.blobs
     if store is None:
         raise Unavailable("the payload store is not configured in this process")
     return store
-
-
-def _wake_worker(services: Services) -> None:
-    worker = services.extras.get("ingest_worker")
-    if worker is not None:
-        worker.wake()
 
 
 async def _store_or_unavailable(
@@ -78,7 +67,7 @@ async def create_project(
         # errors may come from a commit that happened after all; their texts stay.
         await ingest.discard_request(blobs, stored.keys)
         raise
-    _wake_worker(services)
+    services.wake_ingest()
     return projects.Created(project, accepted=True)
 
 
@@ -144,61 +133,5 @@ async def add_tasks(
         # errors may come from a commit that happened after all; their texts stay.
         await ingest.discard_request(blobs, stored.keys)
         raise
-    _wake_worker(services)
+    services.wake_ingest()
     return Added(project, accepted=True, job_id=job["id"])
-
-
-async def audit_page(
-    services: Services,
-    customer_scope: UUID | None,
-    project_id: UUID | None,
-    expert_id: UUID | None,
-    after: str | None,
-    limit: int,
-) -> tuple[list[asyncpg.Record], str | None]:
-    """Entries after the cursor `after`, oldest first, and the cursor of the next page."""
-    limit = cursors.limit(limit, "limit", 1, AUDIT_PAGE_MAX)
-    after_seq = 0 if after is None or after == "" else cursors.seq(after)
-    # a token limited to one project reads that project's log only
-    project_id = project_id or getattr(customer_scope, "project_id", None)
-    if project_id is not None:
-        await projects.get_project(services.db, project_id, customer_scope)
-    rows = await services.db.fetch(
-        Q["audit_log_page"], customer_scope, project_id, expert_id, after_seq, limit + 1
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (str(rows[-1]["seq"]) if more else None)
-
-
-# --- the per-process runtime -------------------------------------------------------------
-
-
-@dataclass
-class Runtime:
-    blobs: BlobStore
-
-    async def stop(self) -> None:
-        """After the jobs stopped (the ingest worker writes to the store until then)."""
-        # payload URL signing stays configured: another app in this process may still use it
-        await self.blobs.close()
-
-
-async def start(services: Services, jobs: Jobs) -> Runtime:
-    """Called by the app's lifespan: the blob store, payload URLs, the ingest worker and the
-    payload retention job (two of the process's background jobs)."""
-    s = services.settings
-    blobs = open_blob_store(s.blob_url, s.data_dir, s.blob_concurrency)
-    secret = await payloads.load_secret(services.db, s.url_secret)
-    payloads.configure(payloads.PayloadUrls(secret, s.payload_url_ttl))
-    worker = ingest.IngestWorker(services.db, blobs, s)
-    services.extras["blobs"] = blobs
-    services.extras["ingest_worker"] = worker
-    jobs.spawn("ingest worker", worker.run(), on_stop=worker.stop_at_safe_point)
-    # never refused by admission (admission.py), like the other background jobs
-    purge_db = services.db.for_jobs()
-    jobs.every(
-        "payload retention", s.retention_interval, lambda: retention.retention_pass(purge_db, blobs)
-    )
-    log.info("payloads in %s; ingest worker and retention job started", blobs.url)
-    return Runtime(blobs)

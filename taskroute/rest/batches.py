@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.errors import BadInput
-from taskroute.resolvers import batches, cursors, ingest, payloads
+from taskroute.resolvers import batches, cursors, ingest, payload_audit, payloads
 from taskroute.resolvers import validation as v
 
 from .common import json_body, services, viewer
@@ -67,8 +67,8 @@ async def audit_log(request: Request) -> Response:
     scope = (await viewer(request)).customer_scope()
     s = services(request)
     raw_limit = cursors.limit(request.query_params.get("limit", "100"), "limit", 1, 10**9)
-    rows, next_cursor = await batches.audit_page(
-        s,
+    rows, next_cursor = await payload_audit.audit_page(
+        s.db,
         scope,
         _uuid_param(request, "project_id", "project"),
         _uuid_param(request, "expert_id", "expert"),

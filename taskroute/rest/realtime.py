@@ -13,7 +13,7 @@ from .common import services, viewer
 
 async def realtime_status(request: Request) -> Response:
     (await viewer(request)).require_admin()
-    hub = services(request).extras.get("hub")
+    hub = services(request).hub
     if hub is None:
         raise Unavailable("realtime is not running on this server")
     body = hub.health()

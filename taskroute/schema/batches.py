@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import strawberry
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import batches, ingest
+from taskroute.resolvers import batches, ingest, payload_audit
 from taskroute.resolvers import validation as v
 
 from .batch_types import AuditEntry, AuditPage, Ingest
@@ -70,8 +70,8 @@ class BatchesQuery:
     ) -> AuditPage:
         """Who received which task's payload, when (customers: own projects; admin: all)."""
         scope = (await info.context.viewer()).customer_scope()
-        rows, next_cursor = await batches.audit_page(
-            info.context.services,
+        rows, next_cursor = await payload_audit.audit_page(
+            info.context.db,
             scope,
             parse_id(project_id, "project") if project_id is not None else None,
             parse_id(expert_id, "expert") if expert_id is not None else None,

@@ -22,7 +22,6 @@ from typing import Any
 import strawberry
 
 from taskroute.auth import parse_id
-from taskroute.realtime.shared import SharedEvaluations
 from taskroute.resolvers import alerts as alert_domain
 from taskroute.resolvers import customer_views
 from taskroute.resolvers import forecast as fc
@@ -226,8 +225,8 @@ class ForecastSubscription:
         project = await _project(info, project_id)
         db = info.context.db
         settings = info.context.settings
-        hub = info.context.services.extras.get("hub")
-        shared = info.context.services.extras.setdefault("forecasts", SharedEvaluations())
+        hub = info.context.services.hub
+        shared = info.context.services.forecasts
         seen_alerts = await alert_domain.latest_alert_seq(db, project["id"])
         last: tuple[Any, ...] | None = None
 

@@ -30,7 +30,7 @@ class TaskAvailable:
 
 
 def _hub(info: Info) -> Hub:
-    hub: Hub | None = info.context.services.extras.get("hub")
+    hub = info.context.services.hub
     if hub is None:
         raise Unavailable("subscriptions are not available on this server")
     return hub
