@@ -53,7 +53,9 @@ class ServeProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> None:
+    def start(self, timeout: float = 120) -> None:
+        # A bound, not a wait: it returns once /healthz answers. Starting took over 30 s on a
+        # 2-core machine shared with four other test suites.
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),  # this checkout's code
@@ -87,7 +89,7 @@ class ServeProcess:
         self.kill()
         raise RuntimeError(f"server not up in {timeout}s: {self.log_path.read_text()[-3000:]}")
 
-    async def astart(self, timeout: float = 30) -> None:
+    async def astart(self, timeout: float = 120) -> None:
         """`start` off the event loop, so in-process servers keep serving meanwhile."""
         await asyncio.to_thread(self.start, timeout)
 

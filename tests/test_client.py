@@ -18,7 +18,8 @@ import pytest_asyncio
 
 from taskroute.client import AnswerRefused, LeaseLost, Task, Worker
 
-from .helpers import Api, wait_for
+from .clock import DbClock
+from .helpers import ADMIN_TOKEN, Api, wait_for
 from .procs import ROOT, ServeProcess
 
 
@@ -34,6 +35,11 @@ async def served(database_url: str, tmp_path: Path) -> AsyncIterator[ServeProces
     await server.astart()
     yield server
     await asyncio.to_thread(server.stop)
+
+
+async def task_waiters(api: Api, n: int) -> bool:
+    r = await api.rest("GET", "/v1/realtime/status", ADMIN_TOKEN)
+    return bool(r.json()["task_waiters"] == n)
 
 
 async def _people(api: Api) -> tuple[str, str]:
@@ -62,7 +68,8 @@ async def test_idle_worker_is_woken_by_the_subscription_and_submits(
 
             consumer = asyncio.create_task(consume())
             try:
-                await asyncio.sleep(0.5)  # let it find nothing and start waiting
+                # it found nothing and waits on the subscription
+                await wait_for(lambda: task_waiters(api, 1), "the worker's subscription")
                 assert not got and not consumer.done()
                 schema = {
                     "type": "object",
@@ -86,11 +93,13 @@ async def test_idle_worker_is_woken_by_the_subscription_and_submits(
 async def test_heartbeats_and_submit_survive_a_server_restart(served: ServeProcess) -> None:
     async with Api(served.url) as api:
         customer, expert = await _people(api)
+        # A lease far longer than any restart, however slow the machine: the test is about
+        # the client carrying on, not about the lease running out.
         await api.create_project(
             customer, [{"skill": "grading", "payload": {"text": "x"}}],
-            leaseSeconds=6, heartbeatTimeoutSeconds=6, payCents=4,
+            leaseSeconds=3600, heartbeatTimeoutSeconds=3600, payCents=4,
         )  # fmt: skip
-    async with Worker(served.url, expert, retry_for=60) as worker:
+    async with Worker(served.url, expert, heartbeat_every=0.2, retry_for=300) as worker:
         task = await worker.claim(["grading"])
         assert task is not None
         await asyncio.to_thread(served.stop)
@@ -107,18 +116,19 @@ async def test_heartbeats_and_submit_survive_a_server_restart(served: ServeProce
         assert r.json()["id"] == receipt["id"]
 
 
-async def test_a_lost_lease_surfaces_on_the_task(served: ServeProcess) -> None:
+async def test_a_lost_lease_surfaces_on_the_task(served: ServeProcess, clock: DbClock) -> None:
     async with Api(served.url) as api:
         customer, expert = await _people(api)
         await api.create_project(
             customer, [{"skill": "grading", "payload": 1}],
-            leaseSeconds=1, heartbeatTimeoutSeconds=1,
+            leaseSeconds=60, heartbeatTimeoutSeconds=60,
         )  # fmt: skip
-    # Heartbeats scheduled after the lease's end (fraction > 1): the lease runs out.
-    async with Worker(served.url, expert, heartbeat_fraction=3) as worker:
+    async with Worker(served.url, expert, heartbeat_every=0.2) as worker:
         task = await worker.claim()
         assert task is not None
-        await wait_for(lambda: task.lost is not None, timeout=30)
+        # The database's clock passes the lease's end: the next heartbeat finds it gone.
+        await clock.advance(3600)
+        await wait_for(lambda: task.lost is not None, "the lost lease", timeout=60)
         assert task.lost.code == "LEASE_EXPIRED"
         with pytest.raises(LeaseLost):
             await task.submit(1)
