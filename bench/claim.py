@@ -60,7 +60,8 @@ from taskroute.db.migrate import migrate_url  # noqa: E402
 from taskroute.db.pool import Database, create_pool  # noqa: E402
 from taskroute.db.queries import load  # noqa: E402
 from taskroute.errors import TaskrouteError  # noqa: E402
-from taskroute.resolvers import claims, payloads  # noqa: E402
+from taskroute.payload_links import PayloadUrls  # noqa: E402
+from taskroute.resolvers import claims  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 B = load(HERE)  # bench-only statements (bench/bench.sql)
@@ -293,12 +294,12 @@ async def pgbench_run(
     return run
 
 
-def configure_payload_urls() -> None:
-    """What the server's lifespan does before the first claim. The bench's payloads are small
-    and travel inline, so `payloads.deliver` never signs a URL for them; configured anyway so
-    that larger bench payloads would be delivered (as URLs) instead of failing as Unavailable.
+def payload_urls() -> PayloadUrls:
+    """What the server's lifespan builds before the first claim. The bench's payloads are small
+    and travel inline, so `payloads.deliver` never signs a URL for them; passed anyway so that
+    larger bench payloads would be delivered (as URLs) instead of failing as Unavailable.
     The secret only has to exist: nothing in this process checks the URLs."""
-    payloads.configure(payloads.PayloadUrls(secrets.token_bytes(32), Settings().payload_url_ttl))
+    return PayloadUrls(secrets.token_bytes(32), Settings().payload_url_ttl)
 
 
 async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, conns: int) -> Run:
@@ -306,7 +307,7 @@ async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, con
     calls the resolvers make, on the server's connection budget (min(N, pool_max))."""
     pool = await create_pool(dsn, min(n, conns), min(n, conns))
     db = Database(pool, POOL_TIMEOUT)
-    configure_payload_urls()
+    urls = payload_urls()
 
     async def make_worker(i: int) -> Cycle:
         header = f"Bearer {world['tokens'][i]}"
@@ -316,7 +317,7 @@ async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, con
                 # Two requests, each authenticated on its own, as over HTTP. No `skills`: the
                 # service's requests send no skill filter either.
                 expert_id = (await authenticate(db, ADMIN_TOKEN, header)).require_expert()
-                claim = await claims.claim_next(db, expert_id, None)
+                claim = await claims.claim_next(db, expert_id, None, None, urls)
                 if claim is None:
                     return "empty"
                 expert_id = (await authenticate(db, ADMIN_TOKEN, header)).require_expert()
@@ -538,7 +539,7 @@ class OneConnection(Database):
 async def claim_latency(dsn: str, world: dict[str, Any], samples: int) -> tuple[float, float]:
     """p50/p99 ms of one `claims.claim_next` (rolled back: the open count stays put)."""
     pool = await create_pool(dsn, 1, 1)
-    configure_payload_urls()
+    urls = payload_urls()
     times = []
     try:
         async with pool.acquire() as conn:
@@ -547,7 +548,7 @@ async def claim_latency(dsn: str, world: dict[str, Any], samples: int) -> tuple[
                 tx = conn.transaction()
                 await tx.start()
                 t0 = time.perf_counter()
-                claim = await claims.claim_next(db, world["experts"][k % 50], None)
+                claim = await claims.claim_next(db, world["experts"][k % 50], None, None, urls)
                 times.append(time.perf_counter() - t0)
                 await tx.rollback()
                 assert claim is not None

@@ -30,6 +30,7 @@ from taskroute.jobs import Jobs
 from taskroute.observability.health import healthz, readyz
 from taskroute.observability.metrics import metrics_endpoint
 from taskroute.observability.requests import RequestContext
+from taskroute.payload_links import PayloadUrls
 from taskroute.realtime.backend import PostgresNotifyBackend
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
@@ -200,7 +201,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         blobs = open_blob_store(settings.blob_url, settings.data_dir, settings.blob_concurrency)
         services.blobs = blobs
         secret = await payloads.load_secret(services.db, settings.url_secret)
-        payloads.configure(payloads.PayloadUrls(secret, settings.payload_url_ttl))
+        services.payload_urls = PayloadUrls(secret, settings.payload_url_ttl)
         worker = ingest.IngestWorker(services.db, blobs, settings)
         services.wake_ingest = worker.wake
         jobs.spawn("ingest worker", worker.run(), on_stop=worker.stop_at_safe_point)

@@ -15,6 +15,7 @@ from taskroute.config import Settings
 from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
 from taskroute.drain import Drain
+from taskroute.payload_links import PayloadUrls
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.shared import SharedEvaluations
@@ -38,8 +39,9 @@ class Services:
     subscriptions: SubscriptionBudget | None = None
     # the LISTEN connection and its subscribers (taskAvailable, progress, forecasts)
     hub: Hub | None = None
-    # where payloads live (folder or S3)
+    # where payloads live (folder or S3), and the signer of links to the large ones
     blobs: BlobStore | None = None
+    payload_urls: PayloadUrls | None = None
     # tells this process's ingest worker a batch was queued (it also polls)
     wake_ingest: Callable[[], None] = _no_ingest_worker
     # SIGTERM handling: WebSockets closed with 1001, jobs stopped, readiness off

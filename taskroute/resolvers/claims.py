@@ -21,6 +21,7 @@ from taskroute.errors import (
     ProjectCanceled,
 )
 from taskroute.observability import metrics
+from taskroute.payload_links import PayloadUrls
 from taskroute.realtime import notify
 from taskroute.resolvers import answer_schema, payloads
 from taskroute.resolvers.validation import json_value
@@ -67,8 +68,8 @@ class Receipt:
     pay_status: str = "paid"
 
 
-def _claim_from_row(row: asyncpg.Record) -> Claim:
-    payload, payload_url = payloads.deliver(row)
+def _claim_from_row(row: asyncpg.Record, urls: PayloadUrls | None) -> Claim:
+    payload, payload_url = payloads.deliver(row, urls)
     task = ClaimedTask(
         row["task_id"],
         row["project_id"],
@@ -87,11 +88,16 @@ def _opened(rows: list[dict[str, Any]]) -> list[notify.Opened]:
 
 
 async def claim_next(
-    db: Database, expert_id: UUID, skills: list[str] | None, project_id: UUID | None = None
+    db: Database,
+    expert_id: UUID,
+    skills: list[str] | None,
+    project_id: UUID | None = None,
+    payload_urls: PayloadUrls | None = None,
 ) -> Claim | None:
     """The expert's live claim if they hold one, else the best task they qualify for
-    (only from `project_id` when given). One round trip: `taskroute_claim` (functions/claims.sql)
-    holds the whole rule; gold is drawn with probability from the project's gold share."""
+    (only from `project_id` when given); large payloads as links signed by `payload_urls`.
+    One round trip: `taskroute_claim` (functions/claims.sql) holds the whole rule; gold is
+    drawn with probability from the project's gold share."""
     row = await db.fetchrow(
         Q["claim_call"],
         expert_id,
@@ -118,7 +124,7 @@ async def claim_next(
     metrics.CLAIMS.labels("held" if outcome == "held" else "new").inc()
     if outcome == "claimed":
         notify.progress_changed(row["project_id"], *changed)
-    return _claim_from_row(row)
+    return _claim_from_row(row, payload_urls)
 
 
 async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease:

@@ -11,12 +11,8 @@ presigned GET that lives at most `PRESIGNED_MAX_SECONDS`.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import secrets
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +23,8 @@ import asyncpg
 from taskroute.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import LeaseExpired, LinkExpired, NotFound, PayloadDeleted, Unavailable
+from taskroute.errors import LeaseExpired, NotFound, PayloadDeleted, Unavailable
+from taskroute.payload_links import PayloadUrls
 from taskroute.resolvers.validation import TaskSpec
 
 PRESIGNED_MAX_SECONDS = 60
@@ -76,41 +73,6 @@ async def store_payloads(
     return refs
 
 
-class PayloadUrls:
-    """Signs and checks payload URLs: HMAC-SHA256 over the assignment id and the expiry."""
-
-    def __init__(self, secret: bytes, ttl: int) -> None:
-        self._secret = secret
-        self.ttl = ttl
-
-    def _sig(self, assignment_id: UUID, exp: int) -> str:
-        mac = hmac.new(self._secret, f"{assignment_id}.{exp}".encode(), hashlib.sha256)
-        return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
-
-    def url(self, assignment_id: UUID, now: float | None = None) -> str:
-        exp = int(now if now is not None else time.time()) + self.ttl
-        return f"/v1/payloads/{assignment_id}?exp={exp}&sig={self._sig(assignment_id, exp)}"
-
-    def check(self, assignment_id: UUID, exp: str | None, sig: str | None) -> None:
-        """NotFound for a forged or altered URL; LinkExpired for a genuine one past expiry."""
-        if not exp or not sig or not exp.isdigit():
-            raise NotFound("no such payload link")
-        if not hmac.compare_digest(sig, self._sig(assignment_id, int(exp))):
-            raise NotFound("no such payload link")
-        if int(exp) < time.time():
-            raise LinkExpired("this payload link expired; claim again for a fresh one")
-
-
-# Set once per server process by the app's lifespan (`configure`): the claim (which only has
-# the database) turns a payload key into a URL with it.
-_urls: PayloadUrls | None = None
-
-
-def configure(urls: PayloadUrls | None) -> None:
-    global _urls
-    _urls = urls
-
-
 async def load_secret(db: Database, configured: str) -> bytes:
     """The configured secret, else the one every process shares through the database."""
     if configured:
@@ -124,13 +86,13 @@ async def load_secret(db: Database, configured: str) -> bytes:
     raise RuntimeError("could not load or create the payload URL secret")
 
 
-def deliver(row: asyncpg.Record) -> tuple[Any, str | None]:
+def deliver(row: asyncpg.Record, urls: PayloadUrls | None) -> tuple[Any, str | None]:
     """(inline payload, None) for small payloads, (None, signed URL) for large ones."""
     if row["payload"] is not None or row["payload_key"] is None:
         return row["payload"], None
-    if _urls is None:
+    if urls is None:
         raise Unavailable("payload delivery is not configured in this process")
-    return None, _urls.url(row["assignment_id"])
+    return None, urls.url(row["assignment_id"])
 
 
 @dataclass(frozen=True)
@@ -144,15 +106,16 @@ class Fetched:
 async def fetch(
     db: Database,
     blobs: BlobStore,
+    urls: PayloadUrls | None,
     expert_id: UUID,
     assignment_id: UUID,
     exp: str | None,
     sig: str | None,
 ) -> Fetched:
     """The payload behind a signed URL, for the expert holding the live lease; audited."""
-    if _urls is None:
+    if urls is None:
         raise Unavailable("payload delivery is not configured in this process")
-    _urls.check(assignment_id, exp, sig)
+    urls.check(assignment_id, exp, sig)
     async with db.transaction() as conn:
         row = await conn.fetchrow(Q["payload_fetch_check"], assignment_id, expert_id)
         if row is None:

@@ -47,6 +47,7 @@ async def get_payload(request: Request) -> Response:
     fetched = await payloads.fetch(
         s.db,
         batches.blobs_of(s),
+        s.payload_urls,
         expert_id,
         assignment_id,
         request.query_params.get("exp"),

@@ -52,8 +52,9 @@ async def next_task(request: Request) -> Response:
     if raw_scope is not None and not isinstance(raw_scope, str):
         raise BadInput("project_id must be a string", field="project_id")
     scope = parse_id(raw_scope, "project") if raw_scope is not None else None
+    s = services(request)
     claim = await claims.claim_next(
-        services(request).db, expert_id, v.skills_filter(body.get("skills")), scope
+        s.db, expert_id, v.skills_filter(body.get("skills")), scope, s.payload_urls
     )
     if claim is None:
         retry = str(services(request).settings.retry_after)

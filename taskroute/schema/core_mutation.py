@@ -65,7 +65,13 @@ class CoreMutation:
     ) -> Claim | None:
         expert_id = (await info.context.viewer()).require_expert()
         scope = parse_id(project_id, "project") if project_id is not None else None
-        claim = await claims.claim_next(info.context.db, expert_id, v.skills_filter(skills), scope)
+        claim = await claims.claim_next(
+            info.context.db,
+            expert_id,
+            v.skills_filter(skills),
+            scope,
+            info.context.services.payload_urls,
+        )
         return Claim.of(claim) if claim else None
 
     @strawberry.mutation

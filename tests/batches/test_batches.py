@@ -13,6 +13,7 @@ import asyncpg
 import httpx
 import pytest
 
+from taskroute import payload_links
 from taskroute.resolvers import ingest as ingest_module
 from taskroute.resolvers import payloads as payloads_module
 
@@ -107,8 +108,8 @@ async def test_small_batch_is_stored_before_the_answer(
 
 
 class LinkClock:
-    """Payload links are signed and checked on the server's wall clock (`payloads.time`); the
-    in-process server shares this module, so a test moves that clock instead of sleeping."""
+    """Payload links are signed and checked on the server's wall clock (`payload_links.time`);
+    the in-process server shares this module, so a test moves that clock instead of sleeping."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.offset = 0.0
@@ -119,7 +120,7 @@ class LinkClock:
             def time() -> float:
                 return time.time() + clock.offset
 
-        monkeypatch.setattr(payloads_module, "time", _Time)
+        monkeypatch.setattr(payload_links, "time", _Time)
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
