@@ -55,11 +55,12 @@ async def results(request: Request) -> Response:
     async def lines(db: Database, after: str | None) -> AsyncIterator[str]:
         # One short connection per page: a slow reader never pins a pooled connection.
         while True:
-            rows, after = await result_feed.results_page(db, project_id, after, STREAM_PAGE)
-            for r in rows:
+            page = await result_feed.results_page(db, project_id, after, STREAM_PAGE)
+            for r in page.rows:
                 yield _result_line(r)
-            if len(rows) < STREAM_PAGE:
+            if not page.has_more:
                 return
+            after = page.cursor
 
     return StreamingResponse(lines(db, after), media_type="application/x-ndjson")
 
@@ -67,7 +68,7 @@ async def results(request: Request) -> Response:
 async def result_changes(request: Request) -> Response:
     project_id = await _owned_project(request)
     first = request.query_params.get("limit", "100")
-    rows, cursor = await result_feed.changes_page(
+    page = await result_feed.changes_page(
         services(request).db,
         project_id,
         request.query_params.get("after"),
@@ -84,9 +85,9 @@ async def result_changes(request: Request) -> Response:
             "agreement": r["agreement"],
             "at": r["at"].isoformat(),
         }
-        for r in rows
+        for r in page.rows
     ]
-    return JSONResponse({"changes": changes, "cursor": cursor})
+    return JSONResponse({"changes": changes, "cursor": page.cursor, "has_more": page.has_more})
 
 
 def _policy_json(row: Any) -> dict[str, Any]:

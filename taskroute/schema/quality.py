@@ -229,9 +229,9 @@ class QualityQuery:
         self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
     ) -> ResultPage:
         project = await _project(info, project_id)
-        rows, cursor = await result_feed.results_page(info.context.db, project["id"], after, first)
+        page = await result_feed.results_page(info.context.db, project["id"], after, first)
         return ResultPage(
-            items=[ItemResult.of(r) for r in rows], cursor=cursor, has_more=len(rows) == first
+            items=[ItemResult.of(r) for r in page.rows], cursor=page.cursor, has_more=page.has_more
         )
 
     @strawberry.field
@@ -239,7 +239,7 @@ class QualityQuery:
         self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
     ) -> ResultChangePage:
         project = await _project(info, project_id)
-        rows, cursor = await result_feed.changes_page(info.context.db, project["id"], after, first)
+        page = await result_feed.changes_page(info.context.db, project["id"], after, first)
         changes = [
             ResultChange(
                 cursor=str(r["seq"]),
@@ -251,9 +251,9 @@ class QualityQuery:
                 agreement=r["agreement"],
                 at=r["at"],
             )
-            for r in rows
+            for r in page.rows
         ]
-        return ResultChangePage(changes=changes, cursor=cursor, has_more=len(rows) == first)
+        return ResultChangePage(changes=changes, cursor=page.cursor, has_more=page.has_more)
 
     @strawberry.field
     async def quality_report(self, info: Info, project_id: strawberry.ID) -> QualityReport:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 from uuid import UUID
 
 import asyncpg
@@ -34,18 +36,30 @@ def parse_change_cursor(after: str | None) -> int:
     return cursors.seq(after)
 
 
+C = TypeVar("C", str, str | None)
+
+
+@dataclass(frozen=True)
+class Page(Generic[C]):
+    rows: list[asyncpg.Record]
+    # pass as `after` for the next page (unchanged when this page is empty)
+    cursor: C
+    # another page follows (one row past the page was read to know)
+    has_more: bool
+
+
 async def results_page(
     db: Database, project_id: UUID, after: str | None, first: int
-) -> tuple[list[asyncpg.Record], str | None]:
-    rows = await db.fetch(
-        Q["results_page"], project_id, parse_result_cursor(after), _page_size(first)
-    )
-    return rows, (str(rows[-1]["item_id"]) if rows else after)
+) -> Page[str | None]:
+    first = _page_size(first)
+    rows = await db.fetch(Q["results_page"], project_id, parse_result_cursor(after), first + 1)
+    rows, more = rows[:first], len(rows) > first
+    return Page(rows, str(rows[-1]["item_id"]) if rows else after, more)
 
 
-async def changes_page(
-    db: Database, project_id: UUID, after: str | None, first: int
-) -> tuple[list[asyncpg.Record], str]:
+async def changes_page(db: Database, project_id: UUID, after: str | None, first: int) -> Page[str]:
+    first = _page_size(first)
     start = parse_change_cursor(after)
-    rows = await db.fetch(Q["result_changes_page"], project_id, start, _page_size(first))
-    return rows, str(rows[-1]["seq"] if rows else start)
+    rows = await db.fetch(Q["result_changes_page"], project_id, start, first + 1)
+    rows, more = rows[:first], len(rows) > first
+    return Page(rows, str(rows[-1]["seq"] if rows else start), more)
