@@ -56,7 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
         # No permessage-deflate: browsers and the websockets client offer it, and each
         # accepted offer keeps a zlib compressor and decompressor per connection (~45 KiB,
-        # bench/wake.py), for hints of ~100 bytes that compression cannot shrink (issue 16).
+        # bench/wake.py), for hints of ~100 bytes that compression cannot shrink.
         ws_per_message_deflate=False,
         # longer than typical clients' and load balancers' idle timeouts
         timeout_keep_alive=75,

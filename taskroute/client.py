@@ -1,4 +1,4 @@
-"""A worker client for experts' own tools (issue 13): claim, keep the lease, submit, repeat.
+"""A worker client for experts' own tools: claim, keep the lease, submit, repeat.
 
     async with Worker("http://127.0.0.1:8000", token) as worker:
         async for task in worker.tasks(skills=["grading"]):

@@ -1,5 +1,5 @@
 """The per-process credential cache: token hash -> Viewer, so a request needs no query to
-authenticate (issue 11), and a revoked token still stops working within about a second in
+authenticate, and a revoked token still stops working within about a second in
 every server process.
 
 Coherence comes from Postgres: migration 0007 NOTIFYs `taskroute_credentials` when a
@@ -19,14 +19,14 @@ an invalidation (began before it, finished after) is not stored either: the row 
 the one just revoked. As a last bound, should all of that fail (e.g. a connection that died
 silently, before its probe noticed), every entry expires `max_age` seconds after it was read.
 
-Expiry (issue 18): a cached viewer carries its credential's `expires_at`; a hit past it is
+Expiry: a cached viewer carries its credential's `expires_at`; a hit past it is
 dropped and looked up again (and refused), so an expiring token needs no notice at all.
 
-Last use (issue 18): a hit records the credential's use in memory (`LastUse`); one batched
+Last use: a hit records the credential's use in memory (`LastUse`); one batched
 statement per `flush_interval` (a minute) writes them, off any request, so the hot path stays
 one statement per claim. A miss records it in the lookup statement itself.
 
-Open WebSockets (issue 18): `watch` registers a connection with its token; an invalidation of
+Open WebSockets: `watch` registers a connection with its token; an invalidation of
 that token (or of its expert, or everything) re-checks it against the database and closes it
 (4403) when the token no longer authenticates, and an expiring token's connections are closed
 when it expires. So a revocation closes its subscriptions on every process, as it refuses

@@ -1,4 +1,4 @@
-"""Paying for accepted work (issue 20): review states, customer reviews, auto-approval.
+"""Paying for accepted work: review states, customer reviews, auto-approval.
 
 A submitted assignment is `submitted` (undecided), `accepted` or `rejected`. Who decides
 depends on the project's payment policy:

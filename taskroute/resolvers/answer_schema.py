@@ -1,4 +1,4 @@
-"""Answer schemas (issue 13): a project, or one item, says what an answer is (JSON Schema).
+"""Answer schemas: a project, or one item, says what an answer is (JSON Schema).
 
 The schema is checked when it is declared (a wrong schema is BAD_INPUT naming where it is
 wrong), gold answers are checked against it when they are stored, and `submit` refuses an

@@ -111,7 +111,7 @@ async def add_tasks(
             refs = await _store_or_unavailable(conn, services, specs)
             project = await _lock_project(conn, project_id, customer_id, adding=True)
             added = await projects.insert_tasks(conn, project_id, specs, "open", refs)
-            # a completed project is active again (issue 13)
+            # a completed project is active again
             await projects.settle(conn, [project_id])
             project = await conn.fetchrow(Q["project_get"], project_id, None)
         return Added(project, accepted=False, added=added)

@@ -1,4 +1,4 @@
-"""A project's remaining work over time (issue 13: the dashboard's burn-down).
+"""A project's remaining work over time (the dashboard's burn-down).
 
 History is bucketed on fixed boundaries (multiples of `bucket_seconds` since the epoch), so a
 cursor names a bucket and pages neither skip nor repeat one. Without an explicit size the

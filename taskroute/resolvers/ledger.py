@@ -158,7 +158,7 @@ async def csv_lines(db: Database, scope: Scope) -> AsyncIterator[str]:
         if len(rows) < CSV_CHUNK:
             break
         after = rows[-1]["seq"]
-    # Undecided work (issue 20) after the ledger: no line, no seq or id yet; what it would pay.
+    # Undecided work after the ledger: no line, no seq or id yet; what it would pay.
     for r in await db.fetch(Q["pending_page"], scope.expert_id, scope.project_id, PENDING_MAX):
         writer.writerow(
             [

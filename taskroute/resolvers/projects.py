@@ -162,7 +162,7 @@ async def cancel_project(db: Database, project_id: UUID, customer_id: UUID) -> a
         if await conn.fetchrow(Q["project_get"], project_id, customer_id) is None:
             raise NotFound("no such project")
         await conn.execute(Q["project_cancel"], project_id, customer_id)
-        # Cancel keeps its promise (issue 20): under on_acceptance, answers whose item can no
+        # Cancel keeps its promise: under on_acceptance, answers whose item can no
         # longer resolve are accepted and paid now (on_review work stays for review/auto).
         await conn.execute(Q["assignments_decide_canceled"], project_id, None)
         row = await conn.fetchrow(Q["project_get"], project_id, customer_id)

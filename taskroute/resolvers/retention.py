@@ -1,4 +1,4 @@
-"""Payload retention (issue 18): the customer's payloads do not outlive their purpose.
+"""Payload retention: the customer's payloads do not outlive their purpose.
 
 A project that ended (canceled, or completed) keeps its payloads for its `payload_retention`
 (default 30 days, set at creation), then a background job, one process at a time:

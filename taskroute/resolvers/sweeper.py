@@ -30,7 +30,7 @@ async def sweep_once(db: Database, clock: datetime | None = None) -> int:
         # lease may run for long after; the release below returns them (an attempt, a wake-up).
         await conn.fetch(Q["leases_expire_absent"], clock)
         released = await conn.fetch(Q["leases_release_expired"], SWEEP_BATCH, None)
-        # a slot out of retries may have been its project's last work (issue 13)
+        # a slot out of retries may have been its project's last work
         await settle(conn, [r["project_id"] for r in released if r["status"] == "failed"], True)
         await notify.leases_released(conn, released)
     metrics.count_expired(released)

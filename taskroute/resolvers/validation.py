@@ -48,16 +48,16 @@ class ProjectSpec:
     tasks: list[TaskSpec] = field(default_factory=list)
     # JSON Schema every answer must match (None: any JSON)
     answer_schema: Any = None
-    # issue 20: when work is paid (README "Paying experts")
+    # when work is paid (README "Paying experts")
     payment_policy: str = "on_submit"
     auto_approve_seconds: int = 259200
     override_seconds: int = 2592000
     pay_adjudicated_disagreements: bool = True
-    # issue 18: payloads are deleted this long after the project ended (canceled)
+    # payloads are deleted this long after the project ended (canceled)
     payload_retention_seconds: int = 30 * 86400
 
 
-# Payload retention bounds (issue 18): 0 deletes the payloads as soon as the project ends; at
+# Payload retention bounds: 0 deletes the payloads as soon as the project ends; at
 # most 10 years (migration 0014 holds the same bound).
 PAYLOAD_RETENTION_MAX = 3650 * 86400
 
@@ -104,7 +104,7 @@ def json_value(value: Any, where: str, max_bytes: int) -> str:
         size = len(encoded.encode())
     except UnicodeEncodeError as exc:
         raise BadInput(f"{where} contains invalid Unicode (a lone surrogate)", field=where) from exc
-    # The substring test first: the regex alone costs ~140 us per 2 KB payload (issue 16).
+    # The substring test first: the regex alone costs ~140 us per 2 KB payload.
     if "\\u0000" in encoded and _NUL_ESCAPE.search(encoded):
         raise BadInput(f"{where} must not contain NUL (\\u0000) characters", field=where)
     if size > max_bytes:

@@ -1,4 +1,4 @@
-"""The customer dashboard: a static page and its script, served by the app (issue 7)."""
+"""The customer dashboard: a static page and its script, served by the app."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""REST: the payout ledger as CSV (issue 7).
+"""REST: the payout ledger as CSV.
 
 `GET /v1/payouts.csv?project_id=...` (customers: their projects; admins: any) or
 `?expert_id=...` (experts: their own; admins: any). Streams every line, oldest first, then
-the undecided work as `pending` rows (issue 20).
+the undecided work as `pending` rows.
 
-Reviews (issue 20): `POST /v1/assignments/approve` and `POST /v1/assignments/reject` with
+Reviews: `POST /v1/assignments/approve` and `POST /v1/assignments/reject` with
 `{"assignment_ids": [...], "reason": "..."}` (customers; batch, idempotent; a rejection needs a
 reason), `GET /v1/assignments/{id}/review` (the expert who did it, the customer, admins).
 """

@@ -51,13 +51,13 @@ async def get_project(request: Request) -> Response:
             "progress": {k: v for k, v in progress.items() if k not in ("status", "completed_at")},
             "ingest": ingest_state,
             "answer_schema": row["answer_schema"],
-            # issue 20: when work is paid (README "Paying experts")
+            # when work is paid (README "Paying experts")
             "pay_cents": row["pay_cents"],
             "payment_policy": row["payment_policy"],
             "auto_approve_seconds": row["auto_approve_seconds"],
             "override_seconds": row["override_seconds"],
             "pay_adjudicated_disagreements": row["pay_adjudicated_disagreements"],
-            # issue 18: how long payloads outlive the project, and whether they are gone
+            # how long payloads outlive the project, and whether they are gone
             "payload_retention_seconds": int(row["payload_retention"].total_seconds()),
             "payloads_deleted_at": (
                 row["payloads_purged_at"].isoformat() if row["payloads_purged_at"] else None

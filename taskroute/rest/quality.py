@@ -121,7 +121,7 @@ async def add_gold(request: Request) -> Response:
         raise BadInput('the body must be {"tasks": [...]}', field="tasks")
     s = services(request)
     project = await projects.get_project(s.db, project_id, None)  # owned: checked above
-    answer_schema.check_gold_items(body["tasks"], project["answer_schema"])  # issue 13
+    answer_schema.check_gold_items(body["tasks"], project["answer_schema"])
     added = await gold.add_gold_items(
         s.db,
         batches.blobs_of(s),

@@ -1,4 +1,4 @@
-"""The expert workbench: a static labeling page and its script, served by the app (issue 13).
+"""The expert workbench: a static labeling page and its script, served by the app.
 
 Same rules as the dashboard (`dashboard.py`): no build step, no third-party script, and a
 Content-Security-Policy that keeps the pasted token away from anything but this origin.

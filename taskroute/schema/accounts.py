@@ -1,4 +1,4 @@
-"""Accounts over GraphQL (issue 18): `me`, the admins' expert and customer lists, skill and
+"""Accounts over GraphQL: `me`, the admins' expert and customer lists, skill and
 status changes, credentials (create, revoke, rotate, scoped), and the admin audit.
 
 Also the two cross-cutting rules of scoped tokens and the audit of admin mutations that live
@@ -25,6 +25,8 @@ from taskroute.resolvers import accounts, cursors
 from taskroute.schema.paging import page_info
 
 from .context import Context
+from .inputs import SkillInput, as_dict
+from .types import Credential
 
 Info = strawberry.Info[Context, None]
 
@@ -402,6 +404,30 @@ async def _expert(info: Info, expert_id: Any) -> Expert:
 class DeactivatePayload:
     expert: Expert
     leases_released: int
+
+
+@strawberry.type
+class AccountCreationMutation:
+    """The admin's first step for anyone: a customer or an expert, with their first token."""
+
+    @strawberry.mutation
+    async def create_customer(self, info: Info, name: str) -> Credential:
+        (await info.context.viewer()).require_admin()
+        return Credential.of(await accounts.create_customer(info.context.db, name))
+
+    @strawberry.mutation
+    async def create_expert(
+        self,
+        info: Info,
+        name: str,
+        skills: list[SkillInput],
+        capabilities: list[str] | None = None,
+    ) -> Credential:
+        (await info.context.viewer()).require_admin()
+        cred = await accounts.create_expert(
+            info.context.db, name, [as_dict(sk) for sk in skills], capabilities
+        )
+        return Credential.of(cred)
 
 
 @strawberry.type

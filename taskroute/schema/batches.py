@@ -1,4 +1,4 @@
-"""GraphQL of batches: addTasks and auditLog (createProject lives in core_mutation)."""
+"""GraphQL of batches: addTasks and auditLog (createProject lives in projects.py)."""
 
 from __future__ import annotations
 

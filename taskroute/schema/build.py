@@ -10,10 +10,15 @@ from strawberry.extensions import MaxTokensLimiter, ParserCache, ValidationCache
 from strawberry.extensions.disable_introspection import DisableIntrospection
 from strawberry.tools import merge_types
 
-from .accounts import AccountsMutation, AccountsQuery, AdminMutationAudit, ScopedTokens
+from .accounts import (
+    AccountCreationMutation,
+    AccountsMutation,
+    AccountsQuery,
+    AdminMutationAudit,
+    ScopedTokens,
+)
 from .batches import BatchesMutation, BatchesQuery
-from .core_mutation import CoreMutation
-from .core_query import CoreQuery
+from .claims import ClaimsMutation
 from .customer_views import CustomerViewsQuery
 from .errors import ErrorCodes, TaskrouteSchema
 from .ledger import LedgerMutation, LedgerQuery
@@ -26,13 +31,14 @@ from .limits import (
     NumberLiteralLimit,
 )
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
+from .projects import ProjectsMutation, ProjectsQuery
 from .quality import QualityMutation, QualityQuery
 from .realtime import RealtimeSubscription
 from .routing import RoutingQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (
-    CoreQuery,
+    ProjectsQuery,
     BatchesQuery,
     QualityQuery,
     ForecastQuery,
@@ -42,7 +48,9 @@ QUERIES: tuple[type, ...] = (
     AccountsQuery,
 )
 MUTATIONS: tuple[type, ...] = (
-    CoreMutation,
+    AccountCreationMutation,
+    ProjectsMutation,
+    ClaimsMutation,
     BatchesMutation,
     QualityMutation,
     ForecastMutation,

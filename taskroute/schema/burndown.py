@@ -1,4 +1,4 @@
-"""`Project.remainingHistory`: the burn-down's data as a Relay-style connection (issue 13).
+"""`Project.remainingHistory`: the burn-down's data as a Relay-style connection.
 
 This module must not import `types` (types imports it)."""
 

@@ -1,4 +1,4 @@
-"""Customers' lists: `projects(status, after)` as a Relay-style connection (issue 7)."""
+"""Customers' lists: `projects(status, after)` as a Relay-style connection."""
 
 from __future__ import annotations
 

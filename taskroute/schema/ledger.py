@@ -1,5 +1,5 @@
-"""The payout ledger over GraphQL: listings, balances, project totals, reversals (issue 7);
-reviews of submitted work and the decisions that pay it (issue 20)."""
+"""The payout ledger over GraphQL: listings, balances, project totals, reversals;
+reviews of submitted work and the decisions that pay it."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class ProjectPayoutTotals:
     by_expert: list[Balance]
 
 
-@strawberry.type(description="The review state of a submitted assignment (issue 20).")
+@strawberry.type(description="The review state of a submitted assignment.")
 class AssignmentReview:
     assignment_id: strawberry.ID
     expert_id: strawberry.ID

@@ -1,4 +1,4 @@
-"""Forecasts, risk alerts and progress by skill: the customer's view of a project (issue 7).
+"""Forecasts, risk alerts and progress by skill: the customer's view of a project.
 
 `Project.forecast`, `Project.alerts` and `Project.progressBySkill` resolve here (wired in
 types.py). This module must not import `types` (types imports it).

@@ -286,7 +286,7 @@ class QualityMutation:
         raw = [
             {k: v for k, v in asdict(t).items() if v is not None or k == "payload"} for t in tasks
         ]
-        answer_schema.check_gold_items(raw, project["answer_schema"])  # issue 13
+        answer_schema.check_gold_items(raw, project["answer_schema"])
         return await gold.add_gold_items(
             info.context.db,
             batches.blobs_of(info.context.services),

@@ -1,4 +1,4 @@
-"""GraphQL types of routing (issue 6): priority classes, bump history, scarcity, presence."""
+"""GraphQL types of routing: priority classes, bump history, scarcity, presence."""
 
 from __future__ import annotations
 

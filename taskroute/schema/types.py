@@ -200,13 +200,13 @@ class Project:
         counts = await projects.progress(info.context.db, parse_id(self.id))
         return Progress(**counts)
 
-    # issue 7 (customer views, forecast, alerts): resolvers live in project_views.py
+    # customer views, forecast, alerts: resolvers live in project_views.py
     progress_by_skill: list[project_views.SkillProgress] = strawberry.field(
         resolver=project_views.project_progress_by_skill
     )
     forecast: project_views.Forecast = strawberry.field(resolver=project_views.project_forecast)
     alerts: list[project_views.Alert] = strawberry.field(resolver=project_views.project_alerts)
-    # issue 13: the burn-down's history (burndown.py)
+    # the burn-down's history (burndown.py)
     remaining_history: burndown.RemainingHistory = strawberry.field(
         resolver=burndown.project_remaining_history,
         description="Remaining work over time, oldest first, in buckets (at most 500 a page).",

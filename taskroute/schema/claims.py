@@ -1,0 +1,52 @@
+"""The claim loop over GraphQL: claim the next task, heartbeat the lease, submit the answer."""
+
+from __future__ import annotations
+
+import strawberry
+from strawberry.scalars import JSON
+
+from taskroute.auth import parse_id
+from taskroute.resolvers import claims
+from taskroute.resolvers import validation as v
+
+from .context import Context
+from .types import Claim, Lease, Receipt
+
+Info = strawberry.Info[Context, None]
+
+
+@strawberry.type
+class ClaimsMutation:
+    @strawberry.mutation
+    async def claim_next_task(
+        self,
+        info: Info,
+        skills: list[str] | None = None,
+        project_id: strawberry.ID | None = None,
+    ) -> Claim | None:
+        expert_id = (await info.context.viewer()).require_expert()
+        scope = parse_id(project_id, "project") if project_id is not None else None
+        claim = await claims.claim_next(
+            info.context.db,
+            expert_id,
+            v.skills_filter(skills),
+            scope,
+            info.context.services.payload_urls,
+        )
+        return Claim.of(claim) if claim else None
+
+    @strawberry.mutation
+    async def heartbeat(self, info: Info, assignment_id: strawberry.ID) -> Lease:
+        expert_id = (await info.context.viewer()).require_expert()
+        lease = await claims.heartbeat(
+            info.context.db, expert_id, parse_id(assignment_id, "assignment")
+        )
+        return Lease.of(lease)
+
+    @strawberry.mutation
+    async def submit(self, info: Info, assignment_id: strawberry.ID, answer: JSON) -> Receipt:
+        expert_id = (await info.context.viewer()).require_expert()
+        receipt = await claims.submit(
+            info.context.db, expert_id, parse_id(assignment_id, "assignment"), answer
+        )
+        return Receipt.of(receipt)
