@@ -20,7 +20,7 @@ from taskroute.auth import Viewer
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import AlreadyReversed, BadInput, NotFound
-from taskroute.resolvers import cursors
+from taskroute.resolvers import cursors, projects
 from taskroute.resolvers import validation as v
 
 PAGE_MAX = 500
@@ -73,16 +73,21 @@ async def scope_for(
             raise BadInput("give expertId or projectId", field="expertId")
         return Scope(expert_id, project_id)
     if viewer.role == "expert":
-        if expert_id is not None and expert_id != viewer.expert_id:
-            raise NotFound("no such expert")
         # An expert sees only their own lines, of any project.
-        return Scope(viewer.expert_id, project_id)
+        return Scope(_own(viewer, expert_id), project_id)
     customer_id = viewer.require_customer()
     if project_id is None:
         raise BadInput("give projectId", field="projectId")
-    if await db.fetchrow(Q["project_get"], project_id, customer_id) is None:
-        raise NotFound("no such project")
+    await projects.get_project(db, project_id, customer_id)
     return Scope(expert_id, project_id)
+
+
+def _own(viewer: Viewer, expert_id: UUID | None) -> UUID:
+    """An expert's own id; another expert's reads as not found (never as forbidden)."""
+    own = viewer.require_expert()
+    if expert_id is not None and expert_id != own:
+        raise NotFound("no such expert")
+    return own
 
 
 async def page(db: Database, scope: Scope, after: str | None, first: int) -> Page:
@@ -93,10 +98,20 @@ async def page(db: Database, scope: Scope, after: str | None, first: int) -> Pag
     return Page(rows[:first], len(rows) > first)
 
 
-async def expert_balance(db: Database, expert_id: UUID, project_id: UUID | None) -> dict[str, Any]:
-    row = await db.fetchrow(Q["expert_balance"], expert_id, project_id)
+async def expert_balance(
+    db: Database, viewer: Viewer, expert_id: UUID | None, project_id: UUID | None
+) -> tuple[UUID, dict[str, Any]]:
+    """Whose balance (an expert: their own; an admin: the one named) and what it is."""
+    if viewer.role == "expert":
+        subject = _own(viewer, expert_id)
+    else:
+        viewer.require_admin()
+        if expert_id is None:
+            raise BadInput("give expertId", field="expertId")
+        subject = expert_id
+    row = await db.fetchrow(Q["expert_balance"], subject, project_id)
     assert row is not None
-    return dict(row)
+    return subject, dict(row)
 
 
 async def project_totals(db: Database, project_id: UUID) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.auth import project_allowed
+from taskroute.auth import Viewer, project_allowed
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound
@@ -150,6 +150,8 @@ async def create_project_in(
 
 
 async def get_project(db: Reader, project_id: UUID, customer_scope: UUID | None) -> asyncpg.Record:
+    """The project if `customer_scope` owns it (None: admins, any); NOT_FOUND otherwise. The
+    one ownership check: every read and change of a customer's project goes through it."""
     row = await db.fetchrow(Q["project_get"], project_id, customer_scope)
     # a token limited to one project finds no other (auth.CustomerScope)
     if row is None or not project_allowed(customer_scope, project_id):
@@ -157,10 +159,14 @@ async def get_project(db: Reader, project_id: UUID, customer_scope: UUID | None)
     return row
 
 
+async def visible_project(db: Reader, viewer: Viewer, project_id: UUID) -> asyncpg.Record:
+    """The project if this viewer may see it (its customer, or an admin)."""
+    return await get_project(db, project_id, viewer.customer_scope())
+
+
 async def cancel_project(db: Database, project_id: UUID, customer_id: UUID) -> asyncpg.Record:
     async with db.transaction() as conn:
-        if await conn.fetchrow(Q["project_get"], project_id, customer_id) is None:
-            raise NotFound("no such project")
+        await get_project(conn, project_id, customer_id)
         await conn.execute(Q["project_cancel"], project_id, customer_id)
         # Cancel keeps its promise: under on_acceptance, answers whose item can no
         # longer resolve are accepted and paid now (on_review work stays for review/auto).

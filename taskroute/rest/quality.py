@@ -40,7 +40,7 @@ def _result_line(r: Any) -> str:
 async def _owned_project(request: Request) -> UUID:
     who = await viewer(request)
     asked = parse_id(request.path_params["id"], "project")
-    row = await projects.get_project(services(request).db, asked, who.customer_scope())
+    row = await projects.visible_project(services(request).db, who, asked)
     project_id: UUID = row["id"]
     return project_id
 

@@ -11,9 +11,8 @@ from strawberry.relay import PageInfo
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
-from taskroute.errors import BadInput, NotFound
 from taskroute.resolvers import acceptance, ledger
-from taskroute.resolvers.projects import get_project
+from taskroute.resolvers.projects import visible_project
 from taskroute.schema.paging import page_info
 
 from .context import Context
@@ -195,26 +194,20 @@ class LedgerQuery:
         expert_id: strawberry.ID | None = None,
         project_id: strawberry.ID | None = None,
     ) -> Balance:
-        viewer = await info.context.viewer()
-        if viewer.role == "expert":
-            eid = viewer.require_expert()
-            if expert_id is not None and parse_id(expert_id, "expert") != eid:
-                raise NotFound("no such expert")
-        else:
-            viewer.require_admin()
-            if expert_id is None:
-                raise BadInput("give expertId", field="expertId")
-            eid = parse_id(expert_id, "expert")
-        pid = parse_id(project_id, "project") if project_id is not None else None
-        return Balance.of(eid, await ledger.expert_balance(info.context.db, eid, pid))
+        eid, balance = await ledger.expert_balance(
+            info.context.db,
+            await info.context.viewer(),
+            parse_id(expert_id, "expert") if expert_id is not None else None,
+            parse_id(project_id, "project") if project_id is not None else None,
+        )
+        return Balance.of(eid, balance)
 
     @strawberry.field(description="What a project paid, in total and per expert.")
     async def project_payout_totals(
         self, info: Info, project_id: strawberry.ID
     ) -> ProjectPayoutTotals:
-        viewer = await info.context.viewer()
-        project = await get_project(
-            info.context.db, parse_id(project_id, "project"), viewer.customer_scope()
+        project = await visible_project(
+            info.context.db, await info.context.viewer(), parse_id(project_id, "project")
         )
         rows = await ledger.project_totals(info.context.db, project["id"])
         return ProjectPayoutTotals(
@@ -251,9 +244,8 @@ class LedgerQuery:
         after: str | None = None,
         first: int = 100,
     ) -> AssignmentReviewConnection:
-        viewer = await info.context.viewer()
-        project = await get_project(
-            info.context.db, parse_id(project_id, "project"), viewer.customer_scope()
+        project = await visible_project(
+            info.context.db, await info.context.viewer(), parse_id(project_id, "project")
         )
         found = await acceptance.page(info.context.db, project["id"], status, after, first)
         edges = [

@@ -25,7 +25,7 @@ from taskroute.auth import parse_id
 from taskroute.resolvers import alerts as alert_domain
 from taskroute.resolvers import customer_views
 from taskroute.resolvers import forecast as fc
-from taskroute.resolvers.projects import get_project
+from taskroute.resolvers.projects import visible_project
 
 from .context import Context
 
@@ -170,9 +170,7 @@ async def _forecast(info: Info, project: Any) -> Forecast:
 
 async def _project(info: Info, project_id: Any) -> Any:
     viewer = await info.context.viewer()
-    return await get_project(
-        info.context.db, parse_id(project_id, "project"), viewer.customer_scope()
-    )
+    return await visible_project(info.context.db, viewer, parse_id(project_id, "project"))
 
 
 # --- Project fields (the parent was already authorised when the project was read) --------

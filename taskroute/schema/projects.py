@@ -23,9 +23,7 @@ class ProjectsQuery:
     @strawberry.field
     async def project(self, info: Info, id: strawberry.ID) -> Project | None:
         viewer = await info.context.viewer()
-        row = await projects.get_project(
-            info.context.db, parse_id(id, "project"), viewer.customer_scope()
-        )
+        row = await projects.visible_project(info.context.db, viewer, parse_id(id, "project"))
         return Project.of(row)
 
 

@@ -206,9 +206,7 @@ class Retraction:
 async def _project(info: Info, project_id: strawberry.ID) -> Any:
     """The project if the viewer owns it (admins: any); NOT_FOUND otherwise."""
     viewer = await info.context.viewer()
-    return await projects.get_project(
-        info.context.db, parse_id(project_id, "project"), viewer.customer_scope()
-    )
+    return await projects.visible_project(info.context.db, viewer, parse_id(project_id, "project"))
 
 
 @strawberry.type
