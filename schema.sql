@@ -221,12 +221,15 @@ SELECT id, skill, project_id, status, min_quality FROM released LOOP
 -- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
 -- answer. A (project, skill) serves gold only while it has open work the expert may take
 -- (task_eligible: gold is mixed into real work, never all that is left), and only when the
--- draw falls under its gold share: the onboarding share during the expert's first
--- `exploration_tasks` tasks of the skill; under the sequential pause rule, the suspect share
--- while the pause test leans towards "below the bar" (pause_llr > 0: more gold, a sooner
--- decision) and the lower proven share once it is as sure of "good" as a pause would need to
--- be of "bad" (pause_llr <= ln(pause_risk)); else gold_ratio. A project with gold_ratio 0
--- serves gold during onboarding only (no steady budget to reallocate). Never an item this
+-- draw falls under its gold share. Under the sequential pause rule, the suspect share until
+-- the expert is cleared: until the pause test's evidence is clear_evidence times in their
+-- favour (pause_llr <= -ln(clear_evidence); a new expert, at 0, starts as a suspect: more
+-- gold, a sooner decision either way); the lower proven share once it is as sure of "good" as
+-- a pause would need to be of "bad" (pause_llr <= ln(pause_risk)). Otherwise the onboarding
+-- share during the expert's first `exploration_tasks` tasks of the skill, else gold_ratio.
+-- A project with gold_ratio 0 serves gold during onboarding only (no steady budget to
+-- reallocate). Which share applies depends only on answers already scored, so the pause
+-- test's guarantee holds however the gold is allocated. Never an item this
 -- expert has seen; least-exposed first, ties at random; retired at `gold_max_exposures`.
 -- Indistinguishable from that real work: the serving copies the priority and the base
 -- effective priority (no fairness boost) of the task the expert would get next there, so
@@ -274,7 +277,8 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
         LIMIT 1
     ) w
     WHERE p_gold_draw::float8 < CASE
-        WHEN q.pause_rule = 'sequential' AND ev.pause_llr > 0 AND q.gold_ratio > 0
+        WHEN q.pause_rule = 'sequential' AND q.gold_ratio > 0
+             AND ev.pause_llr > -ln(q.clear_evidence)
             THEN greatest(q.gold_ratio, q.suspect_gold_ratio,
                           CASE WHEN s.tasks_done < q.exploration_tasks
                                THEN q.exploration_gold_ratio ELSE 0 END)
@@ -1747,9 +1751,11 @@ CREATE TABLE public.project_quality (
     answer_choices integer DEFAULT 2 NOT NULL,
     confidence_threshold real DEFAULT 0.99 NOT NULL,
     min_answers integer,
+    clear_evidence real DEFAULT 5 NOT NULL,
     CONSTRAINT project_quality_adjudication_min_quality_check CHECK (((adjudication_min_quality >= (0)::double precision) AND (adjudication_min_quality <= (1)::double precision))),
     CONSTRAINT project_quality_agreement_threshold_check CHECK (((agreement_threshold >= (0)::double precision) AND (agreement_threshold <= (1)::double precision))),
     CONSTRAINT project_quality_answer_choices_check CHECK ((answer_choices >= 2)),
+    CONSTRAINT project_quality_clear_evidence_check CHECK ((clear_evidence >= (1)::double precision)),
     CONSTRAINT project_quality_confidence_threshold_check CHECK (((confidence_threshold > (0)::double precision) AND (confidence_threshold < (1)::double precision))),
     CONSTRAINT project_quality_exploration_gold_ratio_check CHECK (((exploration_gold_ratio >= (0)::double precision) AND (exploration_gold_ratio <= (1)::double precision))),
     CONSTRAINT project_quality_exploration_tasks_check CHECK ((exploration_tasks >= 0)),

@@ -13,7 +13,7 @@ no pausing, no adjudication (ties: the first answer).
 An expert's answer to an item is a function of (seed, expert, item) only, so whichever rule
 runs, the same expert gives the same answer to the same item.
 
-    PYTHONPATH=. python bench/quality.py [--seeds 20] [--items 2000] [--gold 100]
+    PYTHONPATH=. python bench/quality.py [--seeds 20] [--items 2000] [--gold 100] [--rules new]
 
 Needs a Postgres at $TASKROUTE_TEST_PG (default postgresql://postgres@127.0.0.1:5432/postgres);
 it creates and drops a scratch database per run. Prints figures; asserts nothing.
@@ -267,12 +267,24 @@ async def main() -> None:
     ap.add_argument("--items", type=int, default=2000)
     ap.add_argument("--gold", type=int, default=100)
     ap.add_argument("--gold-ratio", type=float, default=0.1)
+    ap.add_argument(
+        "--rules",
+        default="today,new",
+        help="which runs per seed, comma-separated (plain majority comes with today)",
+    )
     args = ap.parse_args()
+    rules = [r for r in args.rules.split(",") if r]
+    if not rules or set(rules) - set(RULES):
+        ap.error(f"--rules takes a comma-separated subset of {', '.join(RULES)}")
     admin_dsn = os.environ.get("TASKROUTE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
-    results: dict[str, list[Outcome]] = {"today": [], "plain majority": [], "new": []}
+    results: dict[str, list[Outcome]] = {
+        c: []
+        for c in ("today", "plain majority", "new")
+        if c in rules or (c == "plain majority" and "today" in rules)
+    }
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        for rule in ("today", "new"):
+        for rule in rules:
             out, baseline = await scratch(
                 admin_dsn, lambda db, rule=rule, seed=seed: simulate(db, args, seed, rule)
             )

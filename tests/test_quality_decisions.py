@@ -69,9 +69,9 @@ async def test_sequential_test_pauses_the_bad_expert_fast_and_not_the_good_one(
     assert b["goldSeen"] == 5
     assert b["pauseEvidence"] >= 200
     assert "sequential test" in b["statusReason"] and "200 times" in b["statusReason"]
-    # Adaptive gold share: once the first gold answer was wrong, every claim was gold, so the
-    # pause came within a handful of tasks (the fixed rule took 26 to 38 in issue 15).
-    assert len(bad_claims) <= 10
+    # Adaptive gold share: a new expert is not cleared, so every claim was gold and the pause
+    # came on the 5th task (the fixed rule took 26 to 38 in issue 15).
+    assert len(bad_claims) == 5
     kinds = [
         r["kind"]
         for r in await db.fetch(
@@ -80,8 +80,7 @@ async def test_sequential_test_pauses_the_bad_expert_fast_and_not_the_good_one(
             UUID(bad["id"]),
         )
     ]
-    first_gold = kinds.index("gold")
-    assert kinds[first_gold:] == ["gold"] * 5
+    assert kinds == ["gold"] * 5
     assert len(good_claims) > len(bad_claims)
 
     # The report states the rule in words and shows the evidence, without naming anyone.
@@ -102,6 +101,71 @@ async def test_sequential_test_pauses_the_bad_expert_fast_and_not_the_good_one(
         ADMIN_TOKEN,
     )
     assert (await pause_evidence(api, bad["id"]))["pauseEvidence"] == 1.0
+
+
+async def test_a_new_expert_gets_the_suspect_share_until_cleared(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """A new expert has no evidence either way, so is not cleared: every claim is gold
+    (suspectGoldRatio 1.0) until the gold answers are clearEvidence (5) times likelier from a
+    trusted expert than from one below the bar. One right answer is 3 times, two are 6.75
+    times. With clearEvidence 1 (the rule before) a new expert was not a suspect at all."""
+    customer = await api.create_customer()
+    created = await api.create_project(
+        customer["token"], items_of(20) + gold_of(20), redundancy=1, payCents=5
+    )
+    project_id = created["project"]["id"]
+    # Outside the suspect share, practically no gold: the steady share is 1e-9, no onboarding.
+    await set_policy(
+        api,
+        customer["token"],
+        project_id,
+        goldRatio=1e-9,
+        explorationGoldRatio=0.0,
+        answerField="label",
+    )
+
+    async def kinds_of_claims(token: str, n: int) -> list[str]:
+        kinds = []
+        for _ in range(n):
+            claim = await api.claim(token)
+            assert claim is not None
+            gold = claim["task"]["payload"]["n"] >= 1000
+            kinds.append("gold" if gold else "real")
+            await api.submit(token, claim["assignmentId"], {"label": "yes"})
+        return kinds
+
+    fresh = await api.create_expert([SKILL], name="fresh")
+    assert await kinds_of_claims(fresh["token"], 1) == ["gold"]
+    e = await pause_evidence(api, fresh["id"])
+    assert e["pauseEvidence"] == pytest.approx(1 / 3, rel=1e-3)  # 3 times in their favour
+    assert await kinds_of_claims(fresh["token"], 1) == ["gold"]  # not cleared yet
+    e = await pause_evidence(api, fresh["id"])
+    assert 1 / e["pauseEvidence"] == pytest.approx(6.75, rel=0.01)  # cleared at 5
+    assert await kinds_of_claims(fresh["token"], 3) == ["real"] * 3
+    assert (e["goldSeen"], e["status"]) == (2, "active")
+
+    # The customer reads the rule in the report.
+    data = await api.gql(
+        "query($p: ID!) { qualityReport(projectId: $p) { rules } }",
+        {"p": project_id},
+        customer["token"],
+    )
+    assert any(
+        "cleared once their gold answers are 5 times" in r for r in data["qualityReport"]["rules"]
+    )
+
+    # clearEvidence 1: suspect only while the evidence leans against the expert; a new
+    # expert (no evidence) gets the steady share.
+    data = await api.gql(
+        "mutation($p: ID!) { setQualityPolicy(projectId: $p, input: {clearEvidence: 1})"
+        " { clearEvidence } }",
+        {"p": project_id},
+        customer["token"],
+    )
+    assert data["setQualityPolicy"]["clearEvidence"] == 1
+    other = await api.create_expert([SKILL], name="other")
+    assert await kinds_of_claims(other["token"], 2) == ["real"] * 2
 
 
 async def _answer_gold(api: Api, token: str, n: int, label: str) -> None:

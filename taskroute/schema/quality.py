@@ -38,6 +38,8 @@ class QualityPolicy:
     pause_risk: float
     suspect_gold_ratio: float
     proven_gold_ratio: float
+    # an expert gets suspectGoldRatio until the evidence is this many times in their favour
+    clear_evidence: float
     # 'majority' | 'weighted' (answers weighted by each expert's measured accuracy)
     resolution: str
     answer_choices: int
@@ -69,6 +71,7 @@ class QualityPolicyInput:
     pause_risk: float | None = None
     suspect_gold_ratio: float | None = None
     proven_gold_ratio: float | None = None
+    clear_evidence: float | None = None
     resolution: str | None = None
     answer_choices: int | None = None
     confidence_threshold: float | None = None

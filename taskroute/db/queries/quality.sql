@@ -8,12 +8,15 @@
 -- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
 -- answer. A (project, skill) serves gold only while it has open work the expert may take
 -- (task_eligible: gold is mixed into real work, never all that is left), and only when the
--- draw falls under its gold share: the onboarding share during the expert's first
--- `exploration_tasks` tasks of the skill; under the sequential pause rule, the suspect share
--- while the pause test leans towards "below the bar" (pause_llr > 0: more gold, a sooner
--- decision) and the lower proven share once it is as sure of "good" as a pause would need to
--- be of "bad" (pause_llr <= ln(pause_risk)); else gold_ratio. A project with gold_ratio 0
--- serves gold during onboarding only (no steady budget to reallocate). Never an item this
+-- draw falls under its gold share. Under the sequential pause rule, the suspect share until
+-- the expert is cleared: until the pause test's evidence is clear_evidence times in their
+-- favour (pause_llr <= -ln(clear_evidence); a new expert, at 0, starts as a suspect: more
+-- gold, a sooner decision either way); the lower proven share once it is as sure of "good" as
+-- a pause would need to be of "bad" (pause_llr <= ln(pause_risk)). Otherwise the onboarding
+-- share during the expert's first `exploration_tasks` tasks of the skill, else gold_ratio.
+-- A project with gold_ratio 0 serves gold during onboarding only (no steady budget to
+-- reallocate). Which share applies depends only on answers already scored, so the pause
+-- test's guarantee holds however the gold is allocated. Never an item this
 -- expert has seen; least-exposed first, ties at random; retired at `gold_max_exposures`.
 -- Indistinguishable from that real work: the serving copies the priority and the base
 -- effective priority (no fairness boost) of the task the expert would get next there, so
@@ -38,7 +41,8 @@ served AS (
         LIMIT 1
     ) w
     WHERE $4::float8 < CASE
-        WHEN q.pause_rule = 'sequential' AND ev.pause_llr > 0 AND q.gold_ratio > 0
+        WHEN q.pause_rule = 'sequential' AND q.gold_ratio > 0
+             AND ev.pause_llr > -ln(q.clear_evidence)
             THEN greatest(q.gold_ratio, q.suspect_gold_ratio,
                           CASE WHEN s.tasks_done < q.exploration_tasks
                                THEN q.exploration_gold_ratio ELSE 0 END)
@@ -285,14 +289,15 @@ SELECT * FROM project_quality WHERE project_id = $1;
 -- $9 adjudication_min_quality, $10 pause_min_gold, $11 pause_below, $12 adjudicate,
 -- $13 pause_rule, $14 trusted_accuracy, $15 pause_risk, $16 suspect_gold_ratio,
 -- $17 proven_gold_ratio, $18 resolution, $19 answer_choices, $20 confidence_threshold,
--- $21 min_answers.
+-- $21 min_answers, $22 clear_evidence.
 UPDATE project_quality
 SET gold_ratio = $2, exploration_tasks = $3, exploration_gold_ratio = $4,
     gold_max_exposures = $5, gold_low_water = $6, answer_field = $7, agreement_threshold = $8,
     adjudication_min_quality = $9, pause_min_gold = $10, pause_below = $11, adjudicate = $12,
     pause_rule = $13, trusted_accuracy = $14, pause_risk = $15, suspect_gold_ratio = $16,
     proven_gold_ratio = $17, resolution = $18, answer_choices = $19,
-    confidence_threshold = $20, min_answers = $21, updated_at = taskroute_now()
+    confidence_threshold = $20, min_answers = $21, clear_evidence = $22,
+    updated_at = taskroute_now()
 WHERE project_id = $1
 RETURNING *;
 

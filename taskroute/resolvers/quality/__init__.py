@@ -30,9 +30,11 @@ admin and customer paths around them:
   answers since the last unpause, "accuracy below `pause_below`" (a mixture over 64 accuracies)
   against "accuracy `trusted_accuracy`", is kept in `expert_skills.pause_llr`; at 1 / `pause_risk`
   (and >= `pause_min_gold` answers) the skill is paused and the live claims released. An expert
-  at or above trusted_accuracy is ever paused with probability <= pause_risk (Ville). Adaptive
-  gold share: `suspect_gold_ratio` while the ratio is above 1, `proven_gold_ratio` once it is
-  below pause_risk. 'fixed' keeps the old rule (>= pause_min_gold gold answers and an estimate
+  at or above trusted_accuracy is ever paused with probability <= pause_risk (Ville's
+  inequality; it holds for any gold allocation that depends only on answers already scored).
+  Adaptive gold share: `suspect_gold_ratio` until the expert is cleared (the ratio at or below
+  1 / `clear_evidence`; a new expert, at 1, is not), `proven_gold_ratio` once it is below
+  pause_risk. 'fixed' keeps the old rule (>= pause_min_gold gold answers and an estimate
   below pause_below). Admins unpause; the test restarts from no evidence.
 - Weighted resolution (`resolution: weighted`): answers weigh the log-odds of their expert's
   measured accuracy; an item resolves once its best answer's probability reaches

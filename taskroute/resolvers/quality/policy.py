@@ -27,6 +27,7 @@ POLICY_FIELDS: dict[str, tuple[str, float, float]] = {
     "pause_risk": ("number", 1e-9, 0.5),
     "suspect_gold_ratio": ("number", 0.0, 1.0),
     "proven_gold_ratio": ("number", 0.0, 1.0),
+    "clear_evidence": ("number", 1.0, 1e9),
     "answer_choices": ("integer", 2, 1_000_000),
     "confidence_threshold": ("number", 0.5, 0.999999),
     # 0 turns dynamic overlap off (stored as NULL: every item gets all redundancy slots)
@@ -110,4 +111,5 @@ async def set_policy(db: Database, project_id: UUID, raw: dict[str, Any]) -> asy
             merged["answer_choices"],
             merged["confidence_threshold"],
             merged["min_answers"],
+            merged["clear_evidence"],
         )

@@ -18,25 +18,47 @@ def evidence_ratio(llr: float | None) -> float | None:
 
 def describe_rules(p: Any) -> list[str]:
     """The project's quality rules as built, in words a customer can follow."""
-    rules = [
-        f"Gold: about {p['gold_ratio']:.0%} of an expert's tasks are gold questions with a known "
-        f"answer ({p['exploration_gold_ratio']:.0%} during their first "
-        f"{p['exploration_tasks']} tasks of a skill); experts cannot tell them apart."
-    ]
-    if p["pause_rule"] == "sequential":
+    sequential = p["pause_rule"] == "sequential"
+    onboarding = (
+        f"{p['exploration_gold_ratio']:.0%} during their first {p['exploration_tasks']} tasks "
+        f"of a skill"
+    )
+    if sequential and p["gold_ratio"] > 0:
+        rules = [
+            f"Gold: questions with a known answer are mixed into real work; experts cannot tell "
+            f"them apart. How much gold an expert gets depends on what their gold answers show: "
+            f"{max(p['suspect_gold_ratio'], p['gold_ratio']):.0%} while they are not cleared "
+            f"(below), then {p['gold_ratio']:.0%} ({onboarding}), and "
+            f"{min(p['proven_gold_ratio'], p['gold_ratio']):.0%} once they are proven good."
+        ]
+    else:
+        rules = [
+            f"Gold: about {p['gold_ratio']:.0%} of an expert's tasks are gold questions with a "
+            f"known answer ({onboarding}); experts cannot tell them apart."
+        ]
+    if sequential:
+        bar, trusted = f"{p['pause_below']:.0%}", f"{p['trusted_accuracy']:.0%}"
+        ratio = 1 / p["pause_risk"]
         rules.append(
             f"Pausing: after each gold answer we weigh how much likelier the expert's gold "
-            f"answers since their last unpause are from someone right less than "
-            f"{p['pause_below']:.0%} of the time than from someone right "
-            f"{p['trusted_accuracy']:.0%} of the time. At {1 / p['pause_risk']:.0f} times "
-            f"likelier (and at least "
-            f"{p['pause_min_gold']} gold answers) the expert is paused for that skill. An expert "
-            f"right {p['trusted_accuracy']:.0%} of the time or more is paused with a chance of at "
-            f"most {p['pause_risk']:.2%}, however long they work. While the evidence leans "
-            f"against an expert they get {p['suspect_gold_ratio']:.0%} gold, so the question "
-            f"is settled sooner; experts proven good get {p['proven_gold_ratio']:.0%}. Only an "
-            f"admin unpauses."
+            f"answers since their last unpause are from someone right less than {bar} of the "
+            f"time than from someone right {trusted} of the time. At {ratio:.0f} times likelier "
+            f"(and at least {p['pause_min_gold']} gold answers) the expert is paused for that "
+            f"skill. An expert right {trusted} of the time or more is paused with a chance of "
+            f"at most {p['pause_risk']:.2%}, however long they work and however their gold is "
+            f"given out. Only an admin unpauses."
         )
+        if p["gold_ratio"] > 0:
+            rules.append(
+                f"Cleared and proven: an expert is cleared once their gold answers are "
+                f"{p['clear_evidence']:g} times likelier from someone right {trusted} of the "
+                f"time than from someone below {bar}, and proven good at {ratio:.0f} times "
+                f"(the certainty a pause needs). A new expert has no evidence either way, so "
+                f"starts not cleared, with the "
+                f"{max(p['suspect_gold_ratio'], p['gold_ratio']):.0%} gold share: a bad "
+                f"expert is paused within a few tasks, and one lucky answer does not send them "
+                f"back to a slow trickle of gold."
+            )
     else:
         rules.append(
             f"Pausing: an expert is paused for a skill once they have at least "
