@@ -317,3 +317,65 @@ async def test_dynamic_overlap_stops_when_confident_and_asks_for_more_when_not(
         "x1": (2, 2, 2),
         "x2": (4, 4, 4),
     }
+
+
+async def test_dynamic_overlap_asks_for_answers_up_to_the_cap_and_no_further(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """Experts with no gold answers weigh the prior's ln(3) each: even 4 agreeing answers of 5
+    are not 98% confident (81 / 86), so the item keeps asking for one more answer at a time,
+    up to the redundancy cap of 5, and then resolves by the heaviest answer (adjudication
+    off). A sixth expert finds nothing to do."""
+    customer = await api.create_customer()
+    created = await api.create_project(customer["token"], [], redundancy=5)
+    project_id = created["project"]["id"]
+    await set_policy(
+        api,
+        customer["token"],
+        project_id,
+        answerField="label",
+        resolution="weighted",
+        answerChoices=4,
+        confidenceThreshold=0.98,
+        minAnswers=2,
+        adjudicate=False,
+    )
+    await api.gql(
+        "mutation($p: ID!, $t: [TaskInput!]!) { addTasks(projectId: $p, tasks: $t) { added } }",
+        {"p": project_id, "t": [{"skill": SKILL, "payload": {"n": 1}, "externalId": "x"}]},
+        customer["token"],
+    )
+    experts = [await api.create_expert([SKILL], name=f"e{i}") for i in range(6)]
+
+    async def slots() -> tuple[int, int]:
+        row = await db.fetchrow(
+            """SELECT count(*) AS made,
+                      count(*) FILTER (WHERE status IN ('open', 'claimed')) AS live
+               FROM tasks WHERE project_id = $1 AND kind = 'normal'""",
+            UUID(project_id),
+        )
+        return row["made"], row["live"]
+
+    assert await slots() == (2, 2)  # minAnswers slots to start
+    seen = []
+    for e, label in zip(experts[:5], ["cat", "cat", "dog", "cat", "cat"], strict=True):
+        claim = await api.claim(e["token"])
+        assert claim is not None, f"answer {len(seen) + 1} was not asked for"
+        await api.submit(e["token"], claim["assignmentId"], {"label": label})
+        seen.append(await slots())
+    # One more slot whenever none was live, never more than 5 in all.
+    assert seen == [(2, 1), (3, 1), (4, 1), (5, 1), (5, 0)]
+    assert await api.claim(experts[5]["token"]) is None
+
+    [result] = [
+        r for r in await all_results(api, customer["token"], project_id) if r["externalId"] == "x"
+    ]
+    assert result["answer"] == {"label": "cat"}
+    assert result["method"] == "weighted-plurality"
+    assert result["agreement"] == pytest.approx(0.8)
+    row = await db.fetchrow(
+        "SELECT answers, confidence FROM item_results WHERE project_id = $1", UUID(project_id)
+    )
+    # 3^4 / (3^4 + 3 + 2): below the threshold, so not 'weighted'
+    assert row["answers"] == 5
+    assert row["confidence"] == pytest.approx(81 / 86, abs=1e-4)
