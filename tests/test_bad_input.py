@@ -120,3 +120,35 @@ async def test_oversized_body_is_refused(api: Api) -> None:
     )
     assert r.status_code == 413
     assert r.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+
+async def test_every_rest_body_refuses_unknown_fields_alike(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """A misspelt field is a 422 naming it on every route, never silently ignored (a claim
+    with `skils` used to claim from every skill)."""
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading", "other"])
+    pid = (await api.create_project(customer["token"], tasks_of("other", 1)))["project"]["id"]
+    writes = [
+        ("/v1/tasks/next", expert["token"], {"skils": ["grading"]}, "skils"),
+        (f"/v1/projects/{pid}/tasks", customer["token"], {"tasks": [], "extra": 1}, "extra"),
+        (f"/v1/projects/{pid}/gold", customer["token"], {"tasks": [], "extra": 1}, "extra"),
+        ("/v1/assignments/approve", customer["token"], {"assignment_ids": [], "why": "x"}, "why"),
+    ]
+    for path, token, body, field in writes:
+        r = await api.rest("POST", path, token, json=body)
+        assert r.status_code == 422, (path, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "BAD_INPUT" and field in error["message"], (path, error)
+    assert await db.fetchval("SELECT count(*) FROM assignments") == 0
+    claim = await api.claim(expert["token"])
+    assert claim is not None
+    r = await api.rest(
+        "POST",
+        f"/v1/assignments/{claim['assignmentId']}/submit",
+        expert["token"],
+        json={"answer": 1, "note": "x"},
+    )
+    assert r.status_code == 422 and "note" in r.json()["error"]["message"], r.text
+    assert await db.fetchval("SELECT count(*) FROM assignments WHERE answer IS NOT NULL") == 0

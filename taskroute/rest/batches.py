@@ -9,20 +9,17 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from taskroute.auth import parse_id
-from taskroute.errors import BadInput
 from taskroute.resolvers import batches, cursors, ingest, payload_audit, payloads
 from taskroute.resolvers import validation as v
 
-from .common import json_body, services, viewer
+from .common import json_object, services, viewer
 
 
 async def add_tasks(request: Request) -> Response:
     customer_id = (await viewer(request)).require_customer()
     s = services(request)
     project_id = parse_id(request.path_params["id"], "project")
-    body = await json_body(request)
-    if not isinstance(body, dict) or set(body) != {"tasks"}:
-        raise BadInput('the body must be {"tasks": [...]}', field="tasks")
+    body = await json_object(request, {"tasks"}, required={"tasks"})
     specs = v.task_specs(
         body["tasks"], s.settings.max_tasks_per_request, s.settings.max_payload_bytes
     )

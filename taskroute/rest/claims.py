@@ -13,7 +13,7 @@ from taskroute.errors import BadInput
 from taskroute.resolvers import claims
 from taskroute.resolvers import validation as v
 
-from .common import json_body, services, viewer
+from .common import json_object, services, viewer
 
 
 def _claim_json(c: claims.Claim) -> dict[str, Any]:
@@ -45,9 +45,7 @@ def _receipt_json(r: claims.Receipt) -> dict[str, Any]:
 
 async def next_task(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
-    body = await json_body(request, required=False)
-    if not isinstance(body, dict):
-        raise BadInput("the body must be a JSON object")
+    body = await json_object(request, {"project_id", "skills"})
     raw_scope = body.get("project_id")
     if raw_scope is not None and not isinstance(raw_scope, str):
         raise BadInput("project_id must be a string", field="project_id")
@@ -78,9 +76,7 @@ async def heartbeat(request: Request) -> Response:
 async def submit(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
     assignment_id = parse_id(request.path_params["id"], "assignment")
-    body = await json_body(request)
-    if not isinstance(body, dict) or "answer" not in body:
-        raise BadInput('the body must be {"answer": ...}', field="answer")
+    body = await json_object(request, {"answer"}, required={"answer"})
     receipt = await claims.submit(services(request).db, expert_id, assignment_id, body["answer"])
     return JSONResponse(_receipt_json(receipt))
 

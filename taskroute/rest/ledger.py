@@ -21,7 +21,7 @@ from taskroute.auth import parse_id
 from taskroute.errors import BadInput
 from taskroute.resolvers import acceptance, ledger
 
-from .common import json_body, services, viewer
+from .common import json_object, services, viewer
 
 
 async def payouts_csv(request: Request) -> Response:
@@ -69,12 +69,7 @@ def _review_json(r: acceptance.Review) -> dict[str, Any]:
 
 async def _decide(request: Request, accept: bool) -> Response:
     who = await viewer(request)
-    body = await json_body(request)
-    if not isinstance(body, dict):
-        raise BadInput("the body must be a JSON object")
-    unknown = set(body) - {"assignment_ids", "reason"}
-    if unknown:
-        raise BadInput(f"unknown fields: {sorted(unknown)}")
+    body = await json_object(request, {"assignment_ids", "reason"})
     raw = body.get("assignment_ids")
     if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
         raise BadInput("assignment_ids must be a list of ids", field="assignment_ids")

@@ -17,7 +17,7 @@ from taskroute.errors import BadInput
 from taskroute.resolvers import answer_schema, batches, cursors, projects
 from taskroute.resolvers.quality import adjudication, gold, policy, result_feed
 
-from .common import json_body, services, viewer
+from .common import json_body, json_object, services, viewer
 
 STREAM_PAGE = 500  # rows per database round trip while streaming
 
@@ -116,9 +116,7 @@ async def put_policy(request: Request) -> Response:
 
 async def add_gold(request: Request) -> Response:
     project_id = await _owned_project(request)
-    body = await json_body(request)
-    if not isinstance(body, dict) or "tasks" not in body:
-        raise BadInput('the body must be {"tasks": [...]}', field="tasks")
+    body = await json_object(request, {"tasks"}, required={"tasks"})
     s = services(request)
     project = await projects.get_project(s.db, project_id, None)  # owned: checked above
     answer_schema.check_gold_items(body["tasks"], project["answer_schema"])
