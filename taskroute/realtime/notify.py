@@ -74,6 +74,13 @@ class Notifier:
         self.sent_deferred = 0
         self.dropped_aborted = 0
 
+    @property
+    def deferred_pending(self) -> int:
+        """Task hints held for the flusher: their transaction is not known to have committed."""
+        return sum(
+            len(by_project) for by_xid in self._deferred.values() for by_project in by_xid.values()
+        )
+
     def start(self, db: Database) -> None:
         self.db = db
         self._wake = asyncio.Event()  # bound to the running loop
