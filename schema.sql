@@ -17,6 +17,20 @@ SET client_min_messages = warning;
 SET row_security = off;
 
 --
+-- Name: assignments_decide_gold_twins(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.assignments_decide_gold_twins() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM taskroute_gold_decide(array_agg(x.assignment_id))
+    FROM gold_exposures x WHERE x.pending AND x.decide_with = NEW.id
+    HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
+--
 -- Name: credentials_notify_invalidation(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -495,6 +509,99 @@ $$;
 CREATE FUNCTION public.taskroute_gold_correct(p_answer jsonb, p_gold jsonb, p_field text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN COALESCE((public.taskroute_answer_key(p_answer, p_field) = COALESCE(public.taskroute_answer_key(p_gold, p_field), p_gold)), false);
+
+--
+-- Name: taskroute_gold_decide(uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.taskroute_gold_decide(p_assignments uuid[]) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- p_assignments gold assignment ids. on_acceptance: each undecided one is accepted (and paid) when it is
+-- correct, else rejected, with the reasons real work gets (an expert reading their reviews
+-- cannot tell gold by the wording). No-op for other policies or decided assignments.
+WITH v AS (
+    SELECT a.id, taskroute_gold_correct(a.answer, i.gold_answer, q.answer_field) AS ok
+    FROM assignments a
+    JOIN items i ON i.id = a.item_id
+    JOIN project_quality q ON q.project_id = a.project_id
+    JOIN projects p ON p.id = a.project_id AND p.payment_policy = 'on_acceptance'
+    WHERE a.id = ANY (p_assignments::uuid[]) AND a.review_status = 'submitted'
+    ORDER BY a.id
+    FOR UPDATE OF a
+),
+d AS (
+    UPDATE assignments a
+    SET review_status = CASE WHEN v.ok THEN 'accepted' ELSE 'rejected' END,
+        reviewed_at = taskroute_now(), reviewed_by = 'quality',
+        review_reason = CASE WHEN v.ok THEN 'agrees with the resolved answer'
+                             ELSE 'disagrees with the resolved answer' END
+    FROM v
+    WHERE a.id = v.id AND a.review_status = 'submitted'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents, a.review_status
+),
+done AS (
+    UPDATE gold_exposures x SET pending = false
+    WHERE x.assignment_id = ANY (p_assignments::uuid[]) AND x.pending
+)
+INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+SELECT id, expert_id, project_id, pay_cents FROM d WHERE review_status = 'accepted'
+ON CONFLICT (assignment_id) DO NOTHING;
+END
+$$;
+
+--
+-- Name: taskroute_gold_submitted(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.taskroute_gold_submitted(p_assignment uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_twin record;
+BEGIN
+    -- p_assignment a gold assignment just submitted. No row unless the project pays on_acceptance and the
+-- answer is undecided. twin_id / twin_status: its twin, the latest real answer of the same
+-- project and skill another expert submitted before it (another expert's: linking to one of
+-- the expert's own undecided answers would decide both at the same instant, which real work
+-- almost never is). own_decided: the expert's own latest real answer there is decided (the
+-- fallback when nobody else answered yet, e.g. an expert alone on a redundancy-1 project).
+SELECT o.id AS twin_id, o.review_status AS twin_status,
+       coalesce(m.review_status <> 'submitted', false) AS own_decided
+FROM assignments g
+JOIN tasks gt ON gt.id = g.task_id
+JOIN projects p ON p.id = g.project_id AND p.payment_policy = 'on_acceptance'
+LEFT JOIN LATERAL (
+    SELECT r.id, r.review_status
+    FROM assignments r JOIN tasks rt ON rt.id = r.task_id
+    WHERE r.project_id = g.project_id AND r.submitted_at <= g.submitted_at
+      AND r.status = 'submitted' AND r.expert_id <> g.expert_id
+      AND rt.kind = 'normal' AND rt.skill = gt.skill
+    ORDER BY r.submitted_at DESC
+    LIMIT 1
+) o ON true
+LEFT JOIN LATERAL (
+    SELECT r.review_status
+    FROM assignments r JOIN tasks rt ON rt.id = r.task_id
+    WHERE r.expert_id = g.expert_id AND r.project_id = g.project_id
+      AND r.status = 'submitted' AND rt.kind = 'normal' AND rt.skill = gt.skill
+    ORDER BY r.claimed_at DESC
+    LIMIT 1
+) m ON true
+WHERE g.id = p_assignment AND g.review_status = 'submitted' INTO v_twin;
+    IF NOT FOUND THEN
+        RETURN;  -- another payment policy: decided with the rest of its work
+    END IF;
+    IF v_twin.twin_status IS DISTINCT FROM 'submitted'
+       AND (v_twin.twin_id IS NOT NULL OR v_twin.own_decided) THEN
+        PERFORM taskroute_gold_decide(ARRAY[p_assignment]);
+    ELSE
+        -- p_assignment gold assignment_id, v_twin.twin_id its twin (NULL: none yet). The answer waits for its decision.
+UPDATE gold_exposures SET pending = true, decide_with = v_twin.twin_id WHERE assignment_id = p_assignment;
+    END IF;
+END
+$$;
 
 --
 -- Name: taskroute_heartbeat(uuid, uuid); Type: FUNCTION; Schema: public; Owner: -
@@ -1273,23 +1380,8 @@ WHERE t.id = v_found.task_id INTO v_ctx;
 UPDATE expert_skills SET tasks_done = tasks_done + 1 WHERE expert_id = p_expert AND skill = v_ctx.skill;
     IF v_ctx.kind = 'gold' THEN
         v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field);
-        -- on_acceptance: a gold answer is decided (and paid if correct) as it is scored
-        -- p_assignment assignment_id, v_correct correct (bool). on_acceptance: a gold answer is accepted when it is
--- correct, else rejected. No-op for other policies or a decided assignment.
-WITH d AS (
-    UPDATE assignments a
-    SET review_status = CASE WHEN v_correct::boolean THEN 'accepted' ELSE 'rejected' END,
-        reviewed_at = taskroute_now(), reviewed_by = 'quality',
-        review_reason = CASE WHEN v_correct::boolean THEN 'correct answer'
-                             ELSE 'incorrect answer' END
-    FROM projects p
-    WHERE a.id = p_assignment AND a.review_status = 'submitted' AND p.id = a.project_id
-      AND p.payment_policy = 'on_acceptance'
-    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents, a.review_status
-)
-INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
-SELECT id, expert_id, project_id, pay_cents FROM d WHERE review_status = 'accepted'
-ON CONFLICT (assignment_id) DO NOTHING;
+        -- on_acceptance: decided (and paid if correct) when real work would be
+        PERFORM taskroute_gold_submitted(p_assignment);
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);
@@ -1541,7 +1633,9 @@ CREATE TABLE public.gold_exposures (
     expert_id uuid NOT NULL,
     item_id uuid NOT NULL,
     assignment_id uuid NOT NULL,
-    at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL
+    at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
+    decide_with uuid,
+    pending boolean DEFAULT false NOT NULL
 );
 
 --
@@ -2371,6 +2465,12 @@ CREATE INDEX credentials_customer ON public.credentials USING btree (customer_id
 CREATE INDEX credentials_expert ON public.credentials USING btree (expert_id, created_at) WHERE (expert_id IS NOT NULL);
 
 --
+-- Name: gold_exposures_pending; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX gold_exposures_pending ON public.gold_exposures USING btree (decide_with) WHERE pending;
+
+--
 -- Name: gold_pool_project; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2513,6 +2613,12 @@ CREATE INDEX wake_deliveries_due ON public.wake_deliveries USING btree (due_at);
 --
 
 CREATE INDEX wake_tickets_created ON public.wake_tickets USING btree (created_at);
+
+--
+-- Name: assignments assignments_gold_twins; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER assignments_gold_twins AFTER UPDATE OF review_status ON public.assignments FOR EACH ROW WHEN (((old.review_status = 'submitted'::text) AND (new.review_status <> 'submitted'::text))) EXECUTE FUNCTION public.assignments_decide_gold_twins();
 
 --
 -- Name: assignments assignments_pace_insert; Type: TRIGGER; Schema: public; Owner: -
@@ -2661,6 +2767,13 @@ ALTER TABLE ONLY public.expert_pace
 
 ALTER TABLE ONLY public.expert_skills
     ADD CONSTRAINT expert_skills_expert_id_fkey FOREIGN KEY (expert_id) REFERENCES public.experts(id);
+
+--
+-- Name: gold_exposures gold_exposures_decide_with_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.gold_exposures
+    ADD CONSTRAINT gold_exposures_decide_with_fkey FOREIGN KEY (decide_with) REFERENCES public.assignments(id);
 
 --
 -- Name: gold_exposures gold_exposures_expert_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-from collections import Counter
 from typing import Any
 
 import asyncpg
@@ -16,7 +15,7 @@ import asyncpg
 from taskroute.db.pool import Database, create_pool
 from taskroute.resolvers import acceptance
 
-from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .helpers import ADMIN_TOKEN, Api, tasks_of, wait_for
 
 SUBMIT = """mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) {
   payCents payStatus } }"""
@@ -284,12 +283,15 @@ async def _balances_add_up(api: Api, db: asyncpg.Connection, experts: list[dict]
         assert bal["balanceCents"] == paid - abs(reversed_)
 
 
-async def test_on_acceptance_gold_is_paid_when_correct_at_its_scoring(
+async def test_on_acceptance_gold_is_decided_on_real_works_schedule(
     api: Api, db: asyncpg.Connection
 ) -> None:
-    """Gold answers are decided when they are scored (at submit): a correct one is accepted
-    and paid once, a wrong one rejected and never paid. The receipt says the same as for real
-    work (pending_resolution), and the customer never sees gold among the reviews."""
+    """Real work is decided when its item resolves, which at redundancy 2 is when the second
+    expert answers. A gold answer is decided by its correctness on that same schedule: with a
+    real answer another expert submitted just before it (its twin), never at its own submit
+    unless that twin was decided already. (Decided at submit, as before, the review told the
+    expert which tasks were gold.) Same review wording as real work; a correct one is paid
+    once, a wrong one never; the customer never sees gold among the reviews."""
     customer = (await api.create_customer())["token"]
     gold = [{"skill": "grading", "payload": {"gold": i}, "gold": {"g": 1}} for i in range(2)]
     pid = (
@@ -304,64 +306,106 @@ async def test_on_acceptance_gold_is_paid_when_correct_at_its_scoring(
     await api.gql(POLICY, {"p": pid, "i": {"goldRatio": 1.0, "explorationGoldRatio": 1.0}},
                   customer)  # fmt: skip
     e0, e1 = [await api.create_expert(["grading"], name=f"e{i}") for i in range(2)]
-    served: dict[str, tuple[str, dict[str, Any]]] = {}
-    answers = iter([{"g": 1}, {"g": 2}])  # the first gold right, the second wrong
-    while (claim := await api.claim(e0["token"])) is not None:
-        is_gold = "gold" in claim["task"]["payload"]
-        answer = next(answers) if is_gold else {"g": 1}
-        got = await api.gql(SUBMIT, {"a": claim["assignmentId"], "x": answer}, e0["token"])
-        served[claim["assignmentId"]] = ("gold" if is_gold else "real", got["submit"])
-    kinds = Counter(k for k, _ in served.values())
-    assert kinds == {"gold": 2, "real": 2}
-    # The receipt does not tell gold apart.
-    assert {s["payStatus"] for _, s in served.values()} == {"pending_resolution"}
-    gold_ids = [a for a, (k, _) in served.items() if k == "gold"]
-    real_ids = [a for a, (k, _) in served.items() if k == "real"]
-    right, wrong = gold_ids
-    # Decided at scoring: the correct gold answer is paid now, the wrong one never.
-    review = (await api.gql(REVIEW, {"a": right}, e0["token"]))["assignmentReview"]
-    assert (review["status"], review["reviewedBy"]) == ("accepted", "quality")
-    review = (await api.gql(REVIEW, {"a": wrong}, e0["token"]))["assignmentReview"]
-    assert (review["status"], review["reviewedBy"]) == ("rejected", "quality")
+
+    async def status(assignment: str, token: str) -> tuple[str, str | None, str | None]:
+        r = (await api.gql(REVIEW, {"a": assignment}, token))["assignmentReview"]
+        return r["status"], r["reviewedBy"], r["reason"]
+
+    async def serve(expert: dict[str, Any], gold_answers: list[dict[str, int]]) -> list[tuple]:
+        """Claims until empty (gold first: goldRatio 1.0); each submit's review right after."""
+        served = []
+        answers = iter(gold_answers)
+        while (claim := await api.claim(expert["token"])) is not None:
+            is_gold = "gold" in claim["task"]["payload"]
+            answer = next(answers) if is_gold else {"g": 1}
+            a = claim["assignmentId"]
+            got = await api.gql(SUBMIT, {"a": a, "x": answer}, expert["token"])
+            served.append(("gold" if is_gold else "real", a, got["submit"]["payStatus"],
+                           await status(a, expert["token"])))  # fmt: skip
+        return served
+
+    # e1 goes first: two gold answers, then both items, which wait for a second answer.
+    first = await serve(e1, [{"g": 1}, {"g": 1}])
+    assert [k for k, *_ in first] == ["gold", "gold", "real", "real"]
+    # The receipt and the review right after submit: the same for gold and real work.
+    assert {(pay, st) for _, _, pay, st in first} == {
+        ("pending_resolution", ("submitted", None, None))
+    }
+    # e0: one gold answer right, one wrong, each twinned with e1's last real answer (item 1,
+    # still undecided), then both items: item 0 resolves at e0's answer, item 1 at the next.
+    second = await serve(e0, [{"g": 1}, {"g": 2}])
+    assert [k for k, *_ in second] == ["gold", "gold", "real", "real"]
+    right, wrong, real0, real1 = (a for _, a, *_ in second)
+    assert [st for *_, st in second[:2]] == [("submitted", None, None)] * 2
+    # e0's last answer decides item 1: e1's answer there, e0's, and e0's two gold answers in
+    # that same transaction (so at the same instant as e0's real answer, like real work).
+    assert second[2][3] == second[3][3] == (
+        "accepted", "quality", "agrees with the resolved answer"
+    )  # fmt: skip
+    assert await status(right, e0["token"]) == (
+        "accepted", "quality", "agrees with the resolved answer"
+    )  # fmt: skip
+    assert await status(wrong, e0["token"]) == (
+        "rejected", "quality", "disagrees with the resolved answer"
+    )  # fmt: skip
+    at = dict(await db.fetch(
+        "SELECT id::text, reviewed_at FROM assignments WHERE id = ANY($1::uuid[])",
+        [right, wrong, real1, first[3][1]],
+    ))  # fmt: skip
+    assert len(set(at.values())) == 1, at
+    # e1's gold answers had no twin (nobody else had submitted real work): the auto-approval
+    # job links the next real answer another expert submitted (e0's) and decides them with it.
+    for _, a, *_ in first[:2]:
+        await wait_for(
+            lambda a=a: _decided(db, a),
+            "e1's gold answers decided with their twin",
+        )
+        assert await status(a, e1["token"]) == (
+            "accepted", "quality", "agrees with the resolved answer"
+        )  # fmt: skip
+    assert await db.fetchval(
+        "SELECT count(*) FROM gold_exposures x JOIN assignments a ON a.id = x.assignment_id"
+        " WHERE a.project_id = $1 AND x.pending", pid
+    ) == 0  # fmt: skip
+
     lines = dict(await db.fetch(
         "SELECT a.id::text, count(p.id) FROM assignments a"
         " LEFT JOIN payouts p ON p.assignment_id = a.id WHERE a.expert_id = $1 GROUP BY a.id",
         e0["id"],
     ))  # fmt: skip
-    assert lines == {right: 1, wrong: 0, real_ids[0]: 0, real_ids[1]: 0}
+    assert lines == {right: 1, wrong: 0, real0: 1, real1: 1}
     r = await api.rest("GET", f"/v1/assignments/{wrong}/review", e0["token"])
     assert r.status_code == 200 and r.json()["status"] == "rejected", r.text
     bal = (await api.gql(BALANCE, {}, e0["token"]))["expertBalance"]
-    assert (bal["paidCents"], bal["pending"], bal["pendingCents"]) == (10, 2, 20)
-    # The expert's CSV: the one ledger line, then the undecided real work as pending rows.
+    assert (bal["paidCents"], bal["pending"]) == (30, 0)
     r = await api.rest("GET", f"/v1/payouts.csv?expert_id={e0['id']}", e0["token"])
     rows = list(csv.DictReader(io.StringIO(r.text)))
     assert sorted((x["kind"], x["assignment_id"]) for x in rows) == sorted(
-        [("payment", right)] + [("pending", a) for a in real_ids]
+        ("payment", a) for a in (right, real0, real1)
     )
 
     # The customer sees the real work only, and cannot decide gold.
     listed = (await api.gql(REVIEWS, {"p": pid}, customer))["assignmentReviews"]["edges"]
-    assert sorted(n["node"]["assignmentId"] for n in listed) == sorted(real_ids)
+    assert sorted(n["node"]["assignmentId"] for n in listed) == sorted(
+        [real0, real1, first[2][1], first[3][1]]
+    )
     body = await api.gql_raw(APPROVE, {"ids": [wrong]}, customer)
     assert body["errors"][0]["extensions"]["code"] == "NOT_FOUND"
     r = await api.rest(
         "POST", "/v1/assignments/approve", customer, json={"assignment_ids": [wrong]}
     )
     assert r.status_code == 404, r.text
-
-    # e1 agrees on the real items: they resolve, the real answers are accepted and paid.
-    # (e1 is served the same gold too: answered right, both paid at scoring.)
-    while (claim := await api.claim(e1["token"])) is not None:
-        await api.gql(SUBMIT, {"a": claim["assignmentId"], "x": {"g": 1}}, e1["token"])
-    bal = (await api.gql(BALANCE, {}, e0["token"]))["expertBalance"]
-    assert (bal["paidCents"], bal["pending"]) == (30, 0)
     totals = (await api.gql(TOTALS, {"p": pid}, customer))["projectPayoutTotals"]
     ledger = await db.fetchval("SELECT sum(amount_cents) FROM payouts WHERE project_id = $1", pid)
     assert (totals["payments"], totals["netCents"], totals["pending"]) == (7, 70, 0)
     assert totals["netCents"] == ledger
     await _balances_add_up(api, db, [e0, e1])
     await _ledger_invariants(db, pid)
+
+
+async def _decided(db: asyncpg.Connection, assignment: str) -> bool:
+    status = await db.fetchval("SELECT review_status FROM assignments WHERE id = $1", assignment)
+    return status != "submitted"
 
 
 async def _adjudicated(

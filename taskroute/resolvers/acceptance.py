@@ -4,10 +4,11 @@ A submitted assignment is `submitted` (undecided), `accepted` or `rejected`. Who
 depends on the project's payment policy:
 
 - on_submit: accepted at submit (taskroute_submit), paid at once.
-- on_acceptance: the quality rules, inside the database when the item resolves or a gold
-  answer is scored (functions/quality.sql, functions/claims.sql); agreeing answers and correct
-  gold answers are accepted, the others rejected (answers that disagree with an adjudicated
-  result are paid if the project says so).
+- on_acceptance: the quality rules, inside the database when the item resolves
+  (functions/quality.sql); agreeing answers are accepted, the others rejected (answers that
+  disagree with an adjudicated result are paid if the project says so). A gold answer is
+  decided by its correctness on real work's schedule: together with a real answer another
+  expert submitted just before it (taskroute_gold_submitted), so its timing tells nothing.
 - on_review: the customer (`approve` / `reject`, in batches); what is not reviewed within the
   project's auto-approval delay is accepted by `auto_approve_once` (a background job, one
   process at a time). Gold answers there are decided by correctness at the delay.
@@ -216,17 +217,28 @@ async def retracted(
 
 
 async def auto_approve_once(db: Database) -> int:
-    """Decide on_review work past its project's auto-approval delay, if no other process is
-    doing it; return how many assignments were decided."""
+    """Decide on_review work past its project's auto-approval delay, and on_acceptance gold
+    answers still waiting for a twin (functions/quality.sql taskroute_gold_submitted), if no
+    other process is doing it; return how many assignments were decided."""
     async with db.transaction() as conn:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], AUTO_APPROVE_LOCK_KEY):
             return 0
         rows = await conn.fetch(Q["assignments_auto_approve"], AUTO_APPROVE_BATCH)
-    if rows:
-        log.info("auto-approval decided %d assignments", len(rows))
-    return len(rows)
+        await conn.execute(Q["gold_twins_link"], AUTO_APPROVE_BATCH)
+    # Deciding locks a gold assignment, then its exposure row, as a twin's trigger does: in a
+    # transaction of its own, so the exposure rows the link locked are not held meanwhile.
+    async with db.transaction() as conn:
+        if not await conn.fetchval(Q["advisory_xact_try_lock"], AUTO_APPROVE_LOCK_KEY):
+            return len(rows)
+        due = await conn.fetch(Q["gold_decisions_due"], AUTO_APPROVE_BATCH)
+        gold = [r["assignment_id"] for r in due]
+        if gold:
+            await conn.execute(Q["gold_decide_call"], gold)
+    if rows or gold:
+        log.info("auto-approval decided %d assignments, %d gold answers", len(rows), len(gold))
+    return len(rows) + len(gold)
 
 
 async def auto_approve_pass(db: Database) -> bool:
     """One auto-approval batch for the background jobs (jobs.py); True when it was full."""
-    return await auto_approve_once(db) == AUTO_APPROVE_BATCH
+    return await auto_approve_once(db) >= AUTO_APPROVE_BATCH

@@ -188,8 +188,8 @@ BEGIN
     {{ expert_skill_task_done(p_expert, v_ctx.skill) }};
     IF v_ctx.kind = 'gold' THEN
         v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field);
-        -- on_acceptance: a gold answer is decided (and paid if correct) as it is scored
-        {{ assignment_decide_gold(p_assignment, v_correct) }};
+        -- on_acceptance: decided (and paid if correct) when real work would be
+        PERFORM taskroute_gold_submitted(p_assignment);
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);

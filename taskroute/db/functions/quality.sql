@@ -320,3 +320,37 @@ BEGIN
     RETURN v_opened;
 END
 $fn$;
+
+-- Payment policy on_acceptance: gold answers are decided on real work's schedule, so the
+-- timing of a decision never tells an expert which task was gold. Real work is decided when
+-- its item resolves: at the expert's submit when theirs was the deciding answer, else later.
+-- A gold answer is decided together with its twin (queries/ledger.sql gold_twin_before): at
+-- once when the twin is decided already, else when it is (the trigger assignments_gold_twins,
+-- migration 0023). Without a twin yet it waits (pending) for the auto-approval job to link the
+-- next real answer. Called by taskroute_submit for every gold answer.
+CREATE FUNCTION taskroute_gold_submitted(p_assignment uuid) RETURNS void
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_twin record;
+BEGIN
+    {{ gold_twin_before(p_assignment) }} INTO v_twin;
+    IF NOT FOUND THEN
+        RETURN;  -- another payment policy: decided with the rest of its work
+    END IF;
+    IF v_twin.twin_status IS DISTINCT FROM 'submitted'
+       AND (v_twin.twin_id IS NOT NULL OR v_twin.own_decided) THEN
+        PERFORM taskroute_gold_decide(ARRAY[p_assignment]);
+    ELSE
+        {{ gold_exposure_wait(p_assignment, v_twin.twin_id) }};
+    END IF;
+END
+$fn$;
+
+-- Decides gold answers by their correctness (queries/ledger.sql assignments_decide_gold).
+-- Also called by the trigger of migration 0023 when a twin is decided.
+CREATE FUNCTION taskroute_gold_decide(p_assignments uuid[]) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    {{ assignments_decide_gold(p_assignments) }};
+END
+$fn$;

@@ -191,23 +191,117 @@ INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
 SELECT id, expert_id, project_id, pay_cents FROM d WHERE review_status = 'accepted'
 ON CONFLICT (assignment_id) DO NOTHING;
 
--- name: assignment_decide_gold
--- $1 assignment_id, $2 correct (bool). on_acceptance: a gold answer is accepted when it is
--- correct, else rejected. No-op for other policies or a decided assignment.
-WITH d AS (
+-- name: gold_twin_before
+-- $1 a gold assignment just submitted. No row unless the project pays on_acceptance and the
+-- answer is undecided. twin_id / twin_status: its twin, the latest real answer of the same
+-- project and skill another expert submitted before it (another expert's: linking to one of
+-- the expert's own undecided answers would decide both at the same instant, which real work
+-- almost never is). own_decided: the expert's own latest real answer there is decided (the
+-- fallback when nobody else answered yet, e.g. an expert alone on a redundancy-1 project).
+SELECT o.id AS twin_id, o.review_status AS twin_status,
+       coalesce(m.review_status <> 'submitted', false) AS own_decided
+FROM assignments g
+JOIN tasks gt ON gt.id = g.task_id
+JOIN projects p ON p.id = g.project_id AND p.payment_policy = 'on_acceptance'
+LEFT JOIN LATERAL (
+    SELECT r.id, r.review_status
+    FROM assignments r JOIN tasks rt ON rt.id = r.task_id
+    WHERE r.project_id = g.project_id AND r.submitted_at <= g.submitted_at
+      AND r.status = 'submitted' AND r.expert_id <> g.expert_id
+      AND rt.kind = 'normal' AND rt.skill = gt.skill
+    ORDER BY r.submitted_at DESC
+    LIMIT 1
+) o ON true
+LEFT JOIN LATERAL (
+    SELECT r.review_status
+    FROM assignments r JOIN tasks rt ON rt.id = r.task_id
+    WHERE r.expert_id = g.expert_id AND r.project_id = g.project_id
+      AND r.status = 'submitted' AND rt.kind = 'normal' AND rt.skill = gt.skill
+    ORDER BY r.claimed_at DESC
+    LIMIT 1
+) m ON true
+WHERE g.id = $1 AND g.review_status = 'submitted'
+
+-- name: gold_exposure_wait
+-- $1 gold assignment_id, $2 its twin (NULL: none yet). The answer waits for its decision.
+UPDATE gold_exposures SET pending = true, decide_with = $2 WHERE assignment_id = $1;
+
+-- name: assignments_decide_gold
+-- $1 gold assignment ids. on_acceptance: each undecided one is accepted (and paid) when it is
+-- correct, else rejected, with the reasons real work gets (an expert reading their reviews
+-- cannot tell gold by the wording). No-op for other policies or decided assignments.
+WITH v AS (
+    SELECT a.id, taskroute_gold_correct(a.answer, i.gold_answer, q.answer_field) AS ok
+    FROM assignments a
+    JOIN items i ON i.id = a.item_id
+    JOIN project_quality q ON q.project_id = a.project_id
+    JOIN projects p ON p.id = a.project_id AND p.payment_policy = 'on_acceptance'
+    WHERE a.id = ANY ($1::uuid[]) AND a.review_status = 'submitted'
+    ORDER BY a.id
+    FOR UPDATE OF a
+),
+d AS (
     UPDATE assignments a
-    SET review_status = CASE WHEN $2::boolean THEN 'accepted' ELSE 'rejected' END,
+    SET review_status = CASE WHEN v.ok THEN 'accepted' ELSE 'rejected' END,
         reviewed_at = taskroute_now(), reviewed_by = 'quality',
-        review_reason = CASE WHEN $2::boolean THEN 'correct answer'
-                             ELSE 'incorrect answer' END
-    FROM projects p
-    WHERE a.id = $1 AND a.review_status = 'submitted' AND p.id = a.project_id
-      AND p.payment_policy = 'on_acceptance'
+        review_reason = CASE WHEN v.ok THEN 'agrees with the resolved answer'
+                             ELSE 'disagrees with the resolved answer' END
+    FROM v
+    WHERE a.id = v.id AND a.review_status = 'submitted'
     RETURNING a.id, a.expert_id, a.project_id, a.pay_cents, a.review_status
+),
+done AS (
+    UPDATE gold_exposures x SET pending = false
+    WHERE x.assignment_id = ANY ($1::uuid[]) AND x.pending
 )
 INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
 SELECT id, expert_id, project_id, pay_cents FROM d WHERE review_status = 'accepted'
 ON CONFLICT (assignment_id) DO NOTHING;
+
+-- name: gold_twins_link
+-- $1 max rows. The auto-approval job: a waiting gold answer without a twin gets the first real
+-- answer of the same project and skill another expert submitted after it. SKIP LOCKED: a
+-- decision in progress is left to finish.
+WITH waiting AS (
+    SELECT x.expert_id, x.item_id, g.project_id, g.submitted_at, g.expert_id AS gold_expert,
+           gt.skill
+    FROM gold_exposures x
+    JOIN assignments g ON g.id = x.assignment_id
+    JOIN tasks gt ON gt.id = g.task_id
+    WHERE x.pending AND x.decide_with IS NULL
+    LIMIT $1
+    FOR UPDATE OF x SKIP LOCKED
+)
+UPDATE gold_exposures x SET decide_with = twin.id
+FROM waiting w
+CROSS JOIN LATERAL (
+    SELECT r.id
+    FROM assignments r JOIN tasks rt ON rt.id = r.task_id
+    WHERE r.project_id = w.project_id AND r.submitted_at >= w.submitted_at
+      AND r.status = 'submitted' AND r.expert_id <> w.gold_expert
+      AND rt.kind = 'normal' AND rt.skill = w.skill
+    ORDER BY r.submitted_at
+    LIMIT 1
+) twin
+WHERE x.expert_id = w.expert_id AND x.item_id = w.item_id;
+
+-- name: gold_decisions_due
+-- $1 max rows. The auto-approval job: waiting gold answers whose twin is decided already (it
+-- was decided while they were being linked, so its trigger did not see them), or that can no
+-- longer get one (the project is not active: completed or canceled).
+SELECT x.assignment_id
+FROM gold_exposures x
+JOIN assignments g ON g.id = x.assignment_id
+JOIN projects p ON p.id = g.project_id
+LEFT JOIN assignments r ON r.id = x.decide_with
+WHERE x.pending
+  AND (r.review_status IS DISTINCT FROM 'submitted' AND r.id IS NOT NULL
+       OR (x.decide_with IS NULL AND p.status <> 'active'))
+LIMIT $1;
+
+-- name: gold_decide_call
+-- $1 gold assignment ids (functions/quality.sql taskroute_gold_decide).
+SELECT taskroute_gold_decide($1::uuid[]);
 
 -- name: assignments_decide_canceled
 -- $1 project_id, $2 item_id (NULL: every item). Cancel keeps its promise (on_acceptance):
