@@ -1014,18 +1014,21 @@ ORDER BY a.submitted_at, a.id) v
     IF v_weighted THEN
         -- The heaviest answer group (earliest on a tie) and its probability; log-sum-exp
         -- with the largest score (or 0, the score of an answer nobody gave) subtracted.
+        -- An adjudication answer weighs in like any other; `size` counts normal answers only
+        -- (agreement is the share of the item's answers that match the result).
         WITH w AS (
-            SELECT w.answer, w.k, w.weight,
+            SELECT w.answer, w.k, w.weight, w.kind,
                    row_number() OVER (ORDER BY w.submitted_at, w.id) AS ord
-            FROM (-- p_item item_id, st.answer_field answer_field, st.answer_choices answer_choices. The valid normal answers with what they are
+            FROM (-- p_item item_id, st.answer_field answer_field, st.answer_choices answer_choices. The valid answers (normal and adjudication:
+-- an adjudicator is one more expert, weighed like the others) with their kind, what they are
 -- compared on (k, NULL: field missing) and their weight: the log-odds that the expert is right
 -- against one particular wrong answer under the one-coin model, ln(q / (1 - q)) + ln(choices - 1),
 -- where q = (1 + correct) / (2 + gold answers) is their measured accuracy in the item's skill
 -- (0.5 before any gold). Never negative: an expert no better than chance counts nothing.
-SELECT a.id, a.answer, a.submitted_at, taskroute_answer_key(a.answer, st.answer_field) AS k,
+SELECT a.id, a.answer, a.submitted_at, t.kind, taskroute_answer_key(a.answer, st.answer_field) AS k,
        greatest(0, ln(r.q / (1 - r.q)) + ln(st.answer_choices::int - 1)) AS weight
 FROM assignments a
-JOIN tasks t ON t.id = a.task_id AND t.kind = 'normal'
+JOIN tasks t ON t.id = a.task_id AND t.kind IN ('normal', 'adjudication')
 LEFT JOIN expert_skills es ON es.expert_id = a.expert_id AND es.skill = t.skill
 CROSS JOIN LATERAL (
     SELECT least((1 + coalesce(es.gold_correct, 0))::float8 / (2 + coalesce(es.gold_seen, 0)),
@@ -1034,7 +1037,8 @@ CROSS JOIN LATERAL (
 WHERE a.item_id = p_item AND a.status = 'submitted' AND a.retracted_at IS NULL) w
         ),
         g AS (
-            SELECT w.k, count(*)::int AS size, sum(w.weight) AS score, min(w.ord) AS first
+            SELECT w.k, (count(*) FILTER (WHERE w.kind = 'normal'))::int AS size,
+                   sum(w.weight) AS score, min(w.ord) AS first
             FROM w WHERE w.k IS NOT NULL GROUP BY w.k
         ),
         m AS (SELECT greatest(max(g.score), 0) AS top FROM g)
@@ -1085,14 +1089,19 @@ RETURNING skill, project_id, min_quality LOOP
     v_agreement := CASE WHEN v_normal > 0 THEN v_share END;
     IF v_weighted AND v_normal >= st.min_answers
        AND v_confidence >= st.confidence_threshold - 1e-6 THEN
-        v_status := 'resolved'; v_answer := v_top; v_method := 'weighted';
+        v_status := 'resolved'; v_answer := v_top;
+        v_method := CASE WHEN v_adjudicated IS NULL THEN 'weighted' ELSE 'adjudicated' END;
     ELSIF v_normal < st.redundancy THEN
         v_status := 'pending';
     ELSIF NOT v_weighted AND NOT v_top_missing AND v_second_n IS DISTINCT FROM v_top_n
           AND v_share >= st.agreement_threshold - 1e-6 THEN
         v_status := 'resolved'; v_answer := v_top; v_method := 'majority';
     ELSIF v_adjudicated IS NOT NULL THEN
-        v_status := 'resolved'; v_answer := v_adjudicated; v_method := 'adjudicated';
+        -- weighted: the heaviest answer with the adjudicator's counted in (one more expert,
+        -- not a veto over the others); majority: the adjudicator's answer
+        v_status := 'resolved'; v_method := 'adjudicated';
+        v_answer := CASE WHEN v_weighted THEN coalesce(v_top, v_adjudicated)
+                         ELSE v_adjudicated END;
     ELSIF NOT st.adjudicate THEN
         v_status := 'resolved'; v_answer := v_top;
         v_method := CASE WHEN v_weighted THEN 'weighted-plurality' ELSE 'plurality' END;

@@ -379,3 +379,46 @@ async def test_dynamic_overlap_asks_for_answers_up_to_the_cap_and_no_further(
     # 3^4 / (3^4 + 3 + 2): below the threshold, so not 'weighted'
     assert row["answers"] == 5
     assert row["confidence"] == pytest.approx(81 / 86, abs=1e-4)
+
+
+async def test_weighted_adjudication_is_one_more_answer_not_a_veto(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """Under the weighted rule an adjudicator is one more expert: their answer is weighed with
+    the others by measured accuracy, and the heaviest answer resolves the item. (It used to
+    replace them all: in bench/quality.py one adjudicator overruling five answers was the
+    largest source of wrong results.) Nobody has gold answers here, so everyone weighs ln(3)."""
+    customer = await api.create_customer()
+    created = await api.create_project(customer["token"], items_of(1), redundancy=3)
+    project_id = created["project"]["id"]
+    await set_policy(
+        api,
+        customer["token"],
+        project_id,
+        answerField="label",
+        resolution="weighted",
+        answerChoices=4,
+        confidenceThreshold=0.999,  # never confident here: the item reaches the cap
+    )
+    experts = [await api.create_expert([SKILL], name=f"e{i}") for i in range(4)]
+    for e, label in zip(experts[:3], ["cat", "cat", "dog"], strict=True):
+        claim = await api.claim(e["token"])
+        assert claim is not None
+        await api.submit(e["token"], claim["assignmentId"], {"label": label})
+    # At the cap and 9 / (9 + 3 + 1 + 1) = 64% sure: one adjudication task opens.
+    kinds = await db.fetch(
+        "SELECT kind, status FROM tasks WHERE project_id = $1 ORDER BY seq", UUID(project_id)
+    )
+    assert [(r["kind"], r["status"]) for r in kinds][-1] == ("adjudication", "open")
+    claim = await api.claim(experts[3]["token"])
+    assert claim is not None
+    await api.submit(experts[3]["token"], claim["assignmentId"], {"label": "bird"})
+
+    [result] = await all_results(api, customer["token"], project_id)
+    assert result["answer"] == {"label": "cat"}  # not the adjudicator's bird
+    assert result["method"] == "adjudicated"
+    assert result["agreement"] == pytest.approx(2 / 3)
+    confidence = await db.fetchval(
+        "SELECT confidence FROM item_results WHERE project_id = $1", UUID(project_id)
+    )
+    assert confidence == pytest.approx(9 / (9 + 3 + 3 + 1), abs=1e-4)

@@ -135,8 +135,11 @@ $fn$;
 -- answer_choices nobody gave). With at least min_answers answers and the best answer's
 -- probability at confidence_threshold the item resolves ('weighted'). Otherwise, below the
 -- redundancy cap, it waits for one more answer: a slot opens when none is live (dynamic
--- overlap; min_answers slots are created with the item). At the cap: an adjudication as above,
--- or with adjudication off the heaviest answer ('weighted-plurality'). A retraction
+-- overlap; min_answers slots are created with the item). At the cap: one adjudication task,
+-- whose answer is weighed with the others by its expert's measured accuracy (an adjudicator is
+-- one more expert: letting one answer overrule five was the largest source of wrong results in
+-- bench/quality.py); the heaviest answer then resolves the item ('adjudicated'). With
+-- adjudication off, the heaviest answer at the cap ('weighted-plurality'). A retraction
 -- recomputes with the same rule and asks for answers the same way.
 CREATE FUNCTION taskroute_resolve_item(p_item uuid, p_refill boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
@@ -208,13 +211,16 @@ BEGIN
     IF v_weighted THEN
         -- The heaviest answer group (earliest on a tie) and its probability; log-sum-exp
         -- with the largest score (or 0, the score of an answer nobody gave) subtracted.
+        -- An adjudication answer weighs in like any other; `size` counts normal answers only
+        -- (agreement is the share of the item's answers that match the result).
         WITH w AS (
-            SELECT w.answer, w.k, w.weight,
+            SELECT w.answer, w.k, w.weight, w.kind,
                    row_number() OVER (ORDER BY w.submitted_at, w.id) AS ord
             FROM ({{ item_weighted_answers(p_item, st.answer_field, st.answer_choices) }}) w
         ),
         g AS (
-            SELECT w.k, count(*)::int AS size, sum(w.weight) AS score, min(w.ord) AS first
+            SELECT w.k, (count(*) FILTER (WHERE w.kind = 'normal'))::int AS size,
+                   sum(w.weight) AS score, min(w.ord) AS first
             FROM w WHERE w.k IS NOT NULL GROUP BY w.k
         ),
         m AS (SELECT greatest(max(g.score), 0) AS top FROM g)
@@ -258,14 +264,19 @@ BEGIN
     v_agreement := CASE WHEN v_normal > 0 THEN v_share END;
     IF v_weighted AND v_normal >= st.min_answers
        AND v_confidence >= st.confidence_threshold - 1e-6 THEN
-        v_status := 'resolved'; v_answer := v_top; v_method := 'weighted';
+        v_status := 'resolved'; v_answer := v_top;
+        v_method := CASE WHEN v_adjudicated IS NULL THEN 'weighted' ELSE 'adjudicated' END;
     ELSIF v_normal < st.redundancy THEN
         v_status := 'pending';
     ELSIF NOT v_weighted AND NOT v_top_missing AND v_second_n IS DISTINCT FROM v_top_n
           AND v_share >= st.agreement_threshold - 1e-6 THEN
         v_status := 'resolved'; v_answer := v_top; v_method := 'majority';
     ELSIF v_adjudicated IS NOT NULL THEN
-        v_status := 'resolved'; v_answer := v_adjudicated; v_method := 'adjudicated';
+        -- weighted: the heaviest answer with the adjudicator's counted in (one more expert,
+        -- not a veto over the others); majority: the adjudicator's answer
+        v_status := 'resolved'; v_method := 'adjudicated';
+        v_answer := CASE WHEN v_weighted THEN coalesce(v_top, v_adjudicated)
+                         ELSE v_adjudicated END;
     ELSIF NOT st.adjudicate THEN
         v_status := 'resolved'; v_answer := v_top;
         v_method := CASE WHEN v_weighted THEN 'weighted-plurality' ELSE 'plurality' END;

@@ -196,15 +196,16 @@ WHERE a.item_id = $1 AND a.status = 'submitted' AND a.retracted_at IS NULL
 ORDER BY a.submitted_at, a.id;
 
 -- name: item_weighted_answers
--- $1 item_id, $2 answer_field, $3 answer_choices. The valid normal answers with what they are
+-- $1 item_id, $2 answer_field, $3 answer_choices. The valid answers (normal and adjudication:
+-- an adjudicator is one more expert, weighed like the others) with their kind, what they are
 -- compared on (k, NULL: field missing) and their weight: the log-odds that the expert is right
 -- against one particular wrong answer under the one-coin model, ln(q / (1 - q)) + ln(choices - 1),
 -- where q = (1 + correct) / (2 + gold answers) is their measured accuracy in the item's skill
 -- (0.5 before any gold). Never negative: an expert no better than chance counts nothing.
-SELECT a.id, a.answer, a.submitted_at, taskroute_answer_key(a.answer, $2) AS k,
+SELECT a.id, a.answer, a.submitted_at, t.kind, taskroute_answer_key(a.answer, $2) AS k,
        greatest(0, ln(r.q / (1 - r.q)) + ln($3::int - 1)) AS weight
 FROM assignments a
-JOIN tasks t ON t.id = a.task_id AND t.kind = 'normal'
+JOIN tasks t ON t.id = a.task_id AND t.kind IN ('normal', 'adjudication')
 LEFT JOIN expert_skills es ON es.expert_id = a.expert_id AND es.skill = t.skill
 CROSS JOIN LATERAL (
     SELECT least((1 + coalesce(es.gold_correct, 0))::float8 / (2 + coalesce(es.gold_seen, 0)),

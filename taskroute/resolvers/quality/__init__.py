@@ -39,7 +39,8 @@ admin and customer paths around them:
 - Weighted resolution (`resolution: weighted`): answers weigh the log-odds of their expert's
   measured accuracy; an item resolves once its best answer's probability reaches
   `confidence_threshold`, else asks for one more answer up to the redundancy (dynamic overlap,
-  items start with `min_answers` slots). Details: functions/quality.sql taskroute_resolve_item.
+  items start with `min_answers` slots); at the cap an adjudicator's answer is weighed with the
+  others, not put in their place. Details: functions/quality.sql taskroute_resolve_item.
 - Agreement: once an item has k valid answers, the share of the majority answer (compared on
   `answer_field`, or whole) at or above `agreement_threshold` resolves it; a tie for the top
   never does. Otherwise one adjudication task (same skill, `adjudication_min_quality`, never to

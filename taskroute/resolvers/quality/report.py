@@ -84,7 +84,13 @@ def describe_rules(p: Any) -> list[str]:
             f"Results: an item resolves when at least {p['agreement_threshold']:.0%} of its "
             f"answers agree."
         )
-    if p["adjudicate"]:
+    if p["adjudicate"] and p["resolution"] == "weighted":
+        rules.append(
+            "Otherwise, at the redundancy, a more experienced expert adjudicates: their answer "
+            "is weighed with the others by their measured reliability, and the heaviest answer "
+            "is the result (method 'adjudicated')."
+        )
+    elif p["adjudicate"]:
         rules.append("Otherwise a more experienced expert adjudicates (method 'adjudicated').")
     else:
         rules.append("Otherwise the best-supported answer is taken (a 'plurality' method).")
