@@ -3,7 +3,7 @@
 Accepting a batch stores the validated task specs durably before the 202: each chunk's text
 (`encode_chunk`) as one blob in the blob store, then, in one transaction, the job and one
 `ingest_chunks` row per chunk holding the blob's key and the chunk's payload keys. (If the
-store refuses the write, the text goes into the row itself, as it did before issue 16: the
+store refuses the write, the text goes into the row itself, where it always used to go: the
 batch is still accepted while Postgres is up.) A worker in every server process then takes
 one chunk at a time with `FOR UPDATE SKIP LOCKED`, reads its text, writes its payloads to the
 blob store, and in the same transaction inserts its items and tasks as 'open' and deletes
