@@ -145,10 +145,10 @@ CREATE FUNCTION public.taskroute_answer_key(p_answer jsonb, p_field text) RETURN
     RETURN CASE WHEN (p_field IS NULL) THEN p_answer WHEN (jsonb_typeof(p_answer) = 'object'::text) THEN (p_answer -> p_field) ELSE NULL::jsonb END;
 
 --
--- Name: taskroute_claim(uuid, text[], uuid, double precision, integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: taskroute_claim(uuid, text[], uuid, double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision, p_sweep integer) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb)
+CREATE FUNCTION public.taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -178,31 +178,38 @@ UPDATE experts SET last_seen_at = taskroute_now() WHERE id = p_expert RETURNING 
         RETURN;
     END IF;
     -- p_expert expert_id. The expert's live claim, if any (a page refresh gets the same one back).
+-- The task by primary key: a live assignment's task is claimed, and no status literal lets a
+-- claimed index that stale statistics think empty be scanned instead (assignment_heartbeat).
 SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
        t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id
 FROM assignments a
-JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
+JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
 JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
 WHERE a.expert_id = p_expert AND a.status = 'active' AND a.lease_until > taskroute_now() INTO v_claim;
     IF FOUND THEN
         outcome := 'held';
     ELSE
-        FOR v_row IN -- p_sweep max rows, p_expert expert_id (NULL: everyone's), FOR UPDATE OF t the row-lock clause. Returns expired
--- claimed tasks to the pool: open again, failed once `max_retries` leases expired, canceled if
--- the project was. A claim releases its own expert's expired lease waiting for the row
--- (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding that row let the claim go on while
--- the old assignment was still 'active', and its new one broke assignments_one_active.
+        FOR v_row IN -- p_expert expert_id. The claim's: the expert's own claim whose lease ended (at most one: one
+-- active assignment per expert), found from the expert's active assignment (the unique
+-- assignments_one_active probe) and its task by primary key. The sweeper's form above, with
+-- its optional expert, has no index condition on the expert in a cached plan: it walked
+-- every live claim (assignments_one_active, 2,000 rows at 2,000 claims) per claim.
+-- The claim waits for the row (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding it let
+-- the claim go on while the old assignment was still 'active', and its new one broke
+-- assignments_one_active. A sweep that got there first cleared assignment_id: no row.
 WITH expired AS (
-    SELECT t.id, t.assignment_id
-    FROM tasks t
-    JOIN assignments a ON a.id = t.assignment_id
-    WHERE t.status = 'claimed' AND t.lease_until < taskroute_now()
-      AND (p_expert::uuid IS NULL OR a.expert_id = p_expert)
-    ORDER BY t.lease_until
-    LIMIT p_sweep
+    SELECT t.id, a.id AS assignment_id
+    FROM assignments a
+    JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
+    WHERE a.expert_id = p_expert AND a.status = 'active' AND t.lease_until < taskroute_now()
     FOR UPDATE OF t
 ),
+-- The rest of a statement whose first CTE is `expired` (id, assignment_id: claimed tasks whose
+-- lease ended, locked): returns them to the pool: open again, failed once `max_retries`
+-- leases expired, canceled if the project was; their assignments expire. The assignment is
+-- named by primary key alone (its status is settled in SET): a status literal in the WHERE
+-- let the planner scan assignments_one_active, which stale statistics think empty.
 released AS (
     UPDATE tasks t
     SET status = CASE WHEN p.status = 'canceled' THEN 'canceled'
@@ -216,9 +223,10 @@ released AS (
     RETURNING t.id, t.skill, t.project_id, t.status, t.min_quality, e.assignment_id
 ),
 expire_assignments AS (
-    UPDATE assignments a SET status = 'expired'
+    UPDATE assignments a
+    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
     FROM released r
-    WHERE a.id = r.assignment_id AND a.status = 'active'
+    WHERE a.id = r.assignment_id
 )
 SELECT id, skill, project_id, status, min_quality FROM released LOOP
             v_released := v_released || jsonb_build_object(
@@ -468,9 +476,11 @@ claimed AS (
               t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id
 ),
 expire_prev AS (
-    UPDATE assignments a SET status = 'expired'
+    -- by primary key alone, the status settled in SET (see leases_return_to_pool)
+    UPDATE assignments a
+    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
     FROM claimed c
-    WHERE a.id = c.prev_assignment AND a.status = 'active'
+    WHERE a.id = c.prev_assignment
 ),
 inserted AS (
     INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
@@ -624,13 +634,23 @@ UPDATE experts SET last_seen_at = taskroute_now() WHERE id = p_expert;
 -- boost) is above the held task's. A gold serving carries the base priority of the real work
 -- it imitates, so the flag reads the same on gold as on that work. One index probe per skill
 -- (tasks_open_claim, from the top down to the held priority).
-WITH extended AS (
+-- Both rows are found by primary key alone, whatever the statistics say: the claim is read by
+-- id (then checked), and the task by id, with no status literal a partial index could match.
+-- With status = 'claimed' in the WHERE, a tasks_claimed_* index vacuumed while nothing was
+-- claimed (autovacuum off) looked empty to the planner, which scanned every live claim for
+-- each heartbeat instead (~1,000 buffers at 1,800 claims). A live assignment's task is
+-- claimed (every path that takes a task out of 'claimed' moves or clears assignment_id, or
+-- clears the lease), so `t.assignment_id = a.id AND t.lease_until > now` says the same, and a
+-- racing submit, sweep or takeover fails that recheck.
+WITH held AS MATERIALIZED (
+    SELECT id, task_id, expert_id, status, project_id FROM assignments WHERE id = p_assignment
+),
+extended AS (
     UPDATE tasks t
     SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
-    FROM assignments a, projects p
-    WHERE a.id = p_assignment AND a.expert_id = p_expert AND a.status = 'active'
-      AND t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
-      AND t.lease_until > taskroute_now()
+    FROM held a, projects p
+    WHERE a.expert_id = p_expert AND a.status = 'active'
+      AND t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until > taskroute_now()
       -- completed: a gold serving may outlive the project's last real slot (issue 13)
       AND p.id = a.project_id AND p.status IN ('active', 'completed')
     RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
@@ -707,39 +727,41 @@ CREATE FUNCTION public.taskroute_now() RETURNS timestamp with time zone
 --
 
 CREATE FUNCTION public.taskroute_pace_merge(p_ids uuid[], p_experts uuid[], p_tasks uuid[], p_claimed timestamp with time zone[], p_submitted timestamp with time zone[]) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     AS $$
-WITH fresh AS (
-    SELECT u.id, u.expert_id, t.skill, u.claimed_at, u.submitted_at
-    FROM unnest(p_ids, p_experts, p_tasks, p_claimed, p_submitted)
-         AS u(id, expert_id, task_id, claimed_at, submitted_at)
-    JOIN tasks t ON t.id = u.task_id
-    WHERE u.submitted_at IS NOT NULL
-),
-kept AS (
-    SELECT k.id, p.expert_id, k.skill, k.claimed_at, k.submitted_at
-    FROM expert_pace p,
-         unnest(p.assignment_ids, p.skills, p.claimed_at, p.submitted_at)
-             AS k(id, skill, claimed_at, submitted_at)
-    WHERE p.expert_id IN (SELECT expert_id FROM fresh)
-      AND k.id NOT IN (SELECT id FROM fresh)
-),
-ranked AS (
-    SELECT m.*, row_number() OVER (PARTITION BY m.expert_id ORDER BY m.submitted_at DESC) AS r
-    FROM (SELECT * FROM fresh UNION ALL SELECT * FROM kept) m
-)
-INSERT INTO expert_pace AS e (expert_id, assignment_ids, skills, claimed_at, submitted_at)
-SELECT expert_id,
-       array_agg(id ORDER BY submitted_at DESC),
-       array_agg(skill ORDER BY submitted_at DESC),
-       array_agg(claimed_at ORDER BY submitted_at DESC),
-       array_agg(submitted_at ORDER BY submitted_at DESC)
-FROM ranked WHERE r <= 40
-GROUP BY expert_id
-ORDER BY expert_id
-ON CONFLICT (expert_id) DO UPDATE
-SET assignment_ids = EXCLUDED.assignment_ids, skills = EXCLUDED.skills,
-    claimed_at = EXCLUDED.claimed_at, submitted_at = EXCLUDED.submitted_at;
+BEGIN
+    WITH fresh AS (
+        SELECT u.id, u.expert_id, t.skill, u.claimed_at, u.submitted_at
+        FROM unnest(p_ids, p_experts, p_tasks, p_claimed, p_submitted)
+             AS u(id, expert_id, task_id, claimed_at, submitted_at)
+        JOIN tasks t ON t.id = u.task_id
+        WHERE u.submitted_at IS NOT NULL
+    ),
+    kept AS (
+        SELECT k.id, p.expert_id, k.skill, k.claimed_at, k.submitted_at
+        FROM expert_pace p,
+             unnest(p.assignment_ids, p.skills, p.claimed_at, p.submitted_at)
+                 AS k(id, skill, claimed_at, submitted_at)
+        WHERE p.expert_id IN (SELECT expert_id FROM fresh)
+          AND k.id NOT IN (SELECT id FROM fresh)
+    ),
+    ranked AS (
+        SELECT m.*, row_number() OVER (PARTITION BY m.expert_id ORDER BY m.submitted_at DESC) AS r
+        FROM (SELECT * FROM fresh UNION ALL SELECT * FROM kept) m
+    )
+    INSERT INTO expert_pace AS e (expert_id, assignment_ids, skills, claimed_at, submitted_at)
+    SELECT expert_id,
+           array_agg(id ORDER BY submitted_at DESC),
+           array_agg(skill ORDER BY submitted_at DESC),
+           array_agg(claimed_at ORDER BY submitted_at DESC),
+           array_agg(submitted_at ORDER BY submitted_at DESC)
+    FROM ranked WHERE r <= 40
+    GROUP BY expert_id
+    ORDER BY expert_id
+    ON CONFLICT (expert_id) DO UPDATE
+    SET assignment_ids = EXCLUDED.assignment_ids, skills = EXCLUDED.skills,
+        claimed_at = EXCLUDED.claimed_at, submitted_at = EXCLUDED.submitted_at;
+END
 $$;
 
 --
@@ -1350,27 +1372,29 @@ SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id 
         RETURN;
     END IF;
     IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment THEN
+       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;
     END IF;
-    -- p_assignment assignment_id, p_answer answer, v_found.project_pay_cents pay_cents. Stores the answer and the receipt.
+    -- p_assignment assignment_id, p_answer answer, v_found.project_pay_cents pay_cents, v_pay.payment_policy payment_policy. Stores the answer and the
+-- receipt, and opens the review: accepted at once under on_submit (the payment line follows
+-- in the same transaction), else undecided (queries/ledger.sql decides it later). The caller
+-- holds the row locked and checked it is live (assignment_lock), so it is named by primary
+-- key alone: no status literal for a partial index (assignments_one_active) to match.
 UPDATE assignments
 SET status = 'submitted', answer = p_answer, submitted_at = taskroute_now(), receipt_id = gen_random_uuid(),
-    pay_cents = v_found.project_pay_cents
-WHERE id = p_assignment AND status = 'active'
-RETURNING receipt_id, submitted_at, pay_cents INTO v_stored;
-    -- v_found.task_id task_id, p_assignment assignment_id.
-UPDATE tasks SET status = 'done', lease_until = NULL
-WHERE id = v_found.task_id AND assignment_id = p_assignment AND status = 'claimed';
-    -- p_assignment assignment_id, v_pay.payment_policy payment_policy. At submit: accepted at once under on_submit (the
--- payment line follows in the same transaction), else undecided.
-UPDATE assignments
-SET review_status = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
+    pay_cents = v_found.project_pay_cents,
+    review_status = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
     reviewed_at = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN taskroute_now() END,
     reviewed_by = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'policy' END
-WHERE id = p_assignment;
+WHERE id = p_assignment
+RETURNING receipt_id, submitted_at, pay_cents INTO v_stored;
+    -- v_found.task_id task_id, p_assignment assignment_id. The caller holds the row (task_lock) and checked that this
+-- live assignment holds it (so it is claimed); no status literal, so the primary key is the
+-- only index that fits (see assignment_heartbeat on the claimed indexes and stale statistics).
+UPDATE tasks SET status = 'done', lease_until = NULL
+WHERE id = v_found.task_id AND assignment_id = p_assignment;
     -- Paid at submit only under on_submit; otherwise the acceptance pays (queries/ledger.sql).
     IF v_pay.payment_policy = 'on_submit' THEN
         -- p_assignment assignment_id, p_expert expert_id, v_found.project_id project_id, v_found.project_pay_cents amount. One line per assignment, ever.

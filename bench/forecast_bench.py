@@ -302,7 +302,7 @@ async def run_scenario(
             if eid in leaving:
                 await conn.execute(BQ["fa_leave"], eid, clock)
                 continue
-            row = await conn.fetchrow(Q["claim_call"], eid, None, None, 1.0, 10)
+            row = await conn.fetchrow(Q["claim_call"], eid, None, None, 1.0)
             if row["outcome"] != "claimed":
                 continue  # nothing left for this expert: they go idle
             await conn.execute(BQ["fa_stamp_claim"], row["assignment_id"], eid, clock)

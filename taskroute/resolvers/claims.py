@@ -104,7 +104,6 @@ async def claim_next(
         skills,
         project_id,
         random.random(),
-        SWEEP_BATCH,
         priority=Priority.CLAIM,  # new work waits behind work in progress, and is shed first
     )
     assert row is not None

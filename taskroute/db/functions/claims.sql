@@ -23,7 +23,7 @@ RETURN CASE WHEN eff_priority >= routing_fair_threshold()
 --          | 'no_project' (the scope names no project).
 -- released: the leases returned to the pool, [{skill, project_id, status, min_quality}].
 CREATE FUNCTION taskroute_claim(
-    p_expert uuid, p_skills text[], p_project uuid, p_gold_draw float8, p_sweep integer
+    p_expert uuid, p_skills text[], p_project uuid, p_gold_draw float8
 ) RETURNS TABLE (
     outcome text, assignment_id uuid, lease_until timestamptz, task_id uuid, project_id uuid,
     skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb,
@@ -57,7 +57,7 @@ BEGIN
     IF FOUND THEN
         outcome := 'held';
     ELSE
-        FOR v_row IN {{ leases_release_expired_rows(p_sweep, p_expert, FOR UPDATE OF t) }} LOOP
+        FOR v_row IN {{ lease_release_own(p_expert) }} LOOP
             v_released := v_released || jsonb_build_object(
                 'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
                 'min_quality', v_row.min_quality);
@@ -171,14 +171,13 @@ BEGIN
         RETURN;
     END IF;
     IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment THEN
+       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;
     END IF;
-    {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents) }} INTO v_stored;
+    {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents, v_pay.payment_policy) }} INTO v_stored;
     {{ task_done(v_found.task_id, p_assignment) }};
-    {{ assignment_review_open(p_assignment, v_pay.payment_policy) }};
     -- Paid at submit only under on_submit; otherwise the acceptance pays (queries/ledger.sql).
     IF v_pay.payment_policy = 'on_submit' THEN
         {{ payout_insert(p_assignment, p_expert, v_found.project_id, v_found.project_pay_cents) }};

@@ -8,10 +8,12 @@ UPDATE experts SET last_seen_at = taskroute_now() WHERE id = $1 RETURNING status
 
 -- name: assignment_active_for_expert
 -- $1 expert_id. The expert's live claim, if any (a page refresh gets the same one back).
+-- The task by primary key: a live assignment's task is claimed, and no status literal lets a
+-- claimed index that stale statistics think empty be scanned instead (assignment_heartbeat).
 SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
        t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id
 FROM assignments a
-JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
+JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
 JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
 WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > taskroute_now();
@@ -92,9 +94,11 @@ claimed AS (
               t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id
 ),
 expire_prev AS (
-    UPDATE assignments a SET status = 'expired'
+    -- by primary key alone, the status settled in SET (see leases_return_to_pool)
+    UPDATE assignments a
+    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
     FROM claimed c
-    WHERE a.id = c.prev_assignment AND a.status = 'active'
+    WHERE a.id = c.prev_assignment
 ),
 inserted AS (
     INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
@@ -107,14 +111,6 @@ FROM claimed c JOIN items i ON i.id = c.item_id;
 -- name: leases_release_expired
 -- $1 max rows, $2 expert_id (NULL: everyone's). The sweeper's: rows another transaction holds
 -- are skipped (a claim releasing its own expert's lease, or the next sweep, takes them).
-{{ leases_release_expired_rows($1, $2, FOR UPDATE OF t SKIP LOCKED) }}
-
--- fragment: leases_release_expired_rows
--- $1 max rows, $2 expert_id (NULL: everyone's), $3 the row-lock clause. Returns expired
--- claimed tasks to the pool: open again, failed once `max_retries` leases expired, canceled if
--- the project was. A claim releases its own expert's expired lease waiting for the row
--- (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding that row let the claim go on while
--- the old assignment was still 'active', and its new one broke assignments_one_active.
 WITH expired AS (
     SELECT t.id, t.assignment_id
     FROM tasks t
@@ -123,8 +119,34 @@ WITH expired AS (
       AND ($2::uuid IS NULL OR a.expert_id = $2)
     ORDER BY t.lease_until
     LIMIT $1
-    $3
+    FOR UPDATE OF t SKIP LOCKED
 ),
+{{ leases_return_to_pool }}
+
+-- fragment: lease_release_own
+-- $1 expert_id. The claim's: the expert's own claim whose lease ended (at most one: one
+-- active assignment per expert), found from the expert's active assignment (the unique
+-- assignments_one_active probe) and its task by primary key. The sweeper's form above, with
+-- its optional expert, has no index condition on the expert in a cached plan: it walked
+-- every live claim (assignments_one_active, 2,000 rows at 2,000 claims) per claim.
+-- The claim waits for the row (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding it let
+-- the claim go on while the old assignment was still 'active', and its new one broke
+-- assignments_one_active. A sweep that got there first cleared assignment_id: no row.
+WITH expired AS (
+    SELECT t.id, a.id AS assignment_id
+    FROM assignments a
+    JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
+    WHERE a.expert_id = $1 AND a.status = 'active' AND t.lease_until < taskroute_now()
+    FOR UPDATE OF t
+),
+{{ leases_return_to_pool }}
+
+-- fragment: leases_return_to_pool
+-- The rest of a statement whose first CTE is `expired` (id, assignment_id: claimed tasks whose
+-- lease ended, locked): returns them to the pool: open again, failed once `max_retries`
+-- leases expired, canceled if the project was; their assignments expire. The assignment is
+-- named by primary key alone (its status is settled in SET): a status literal in the WHERE
+-- let the planner scan assignments_one_active, which stale statistics think empty.
 released AS (
     UPDATE tasks t
     SET status = CASE WHEN p.status = 'canceled' THEN 'canceled'
@@ -138,9 +160,10 @@ released AS (
     RETURNING t.id, t.skill, t.project_id, t.status, t.min_quality, e.assignment_id
 ),
 expire_assignments AS (
-    UPDATE assignments a SET status = 'expired'
+    UPDATE assignments a
+    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
     FROM released r
-    WHERE a.id = r.assignment_id AND a.status = 'active'
+    WHERE a.id = r.assignment_id
 )
 SELECT id, skill, project_id, status, min_quality FROM released;
 
@@ -159,13 +182,23 @@ WHERE a.id = $1;
 -- boost) is above the held task's. A gold serving carries the base priority of the real work
 -- it imitates, so the flag reads the same on gold as on that work. One index probe per skill
 -- (tasks_open_claim, from the top down to the held priority).
-WITH extended AS (
+-- Both rows are found by primary key alone, whatever the statistics say: the claim is read by
+-- id (then checked), and the task by id, with no status literal a partial index could match.
+-- With status = 'claimed' in the WHERE, a tasks_claimed_* index vacuumed while nothing was
+-- claimed (autovacuum off) looked empty to the planner, which scanned every live claim for
+-- each heartbeat instead (~1,000 buffers at 1,800 claims). A live assignment's task is
+-- claimed (every path that takes a task out of 'claimed' moves or clears assignment_id, or
+-- clears the lease), so `t.assignment_id = a.id AND t.lease_until > now` says the same, and a
+-- racing submit, sweep or takeover fails that recheck.
+WITH held AS MATERIALIZED (
+    SELECT id, task_id, expert_id, status, project_id FROM assignments WHERE id = $1
+),
+extended AS (
     UPDATE tasks t
     SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
-    FROM assignments a, projects p
-    WHERE a.id = $1 AND a.expert_id = $2 AND a.status = 'active'
-      AND t.id = a.task_id AND t.assignment_id = a.id AND t.status = 'claimed'
-      AND t.lease_until > taskroute_now()
+    FROM held a, projects p
+    WHERE a.expert_id = $2 AND a.status = 'active'
+      AND t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until > taskroute_now()
       -- completed: a gold serving may outlive the project's last real slot (issue 13)
       AND p.id = a.project_id AND p.status IN ('active', 'completed')
     RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
@@ -195,17 +228,26 @@ SELECT status, assignment_id, lease_until FROM tasks WHERE id = $1 FOR UPDATE;
 SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = $1 FOR UPDATE;
 
 -- name: assignment_submit
--- $1 assignment_id, $2 answer, $3 pay_cents. Stores the answer and the receipt.
+-- $1 assignment_id, $2 answer, $3 pay_cents, $4 payment_policy. Stores the answer and the
+-- receipt, and opens the review: accepted at once under on_submit (the payment line follows
+-- in the same transaction), else undecided (queries/ledger.sql decides it later). The caller
+-- holds the row locked and checked it is live (assignment_lock), so it is named by primary
+-- key alone: no status literal for a partial index (assignments_one_active) to match.
 UPDATE assignments
 SET status = 'submitted', answer = $2, submitted_at = taskroute_now(), receipt_id = gen_random_uuid(),
-    pay_cents = $3
-WHERE id = $1 AND status = 'active'
+    pay_cents = $3,
+    review_status = CASE WHEN $4::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
+    reviewed_at = CASE WHEN $4::text = 'on_submit' THEN taskroute_now() END,
+    reviewed_by = CASE WHEN $4::text = 'on_submit' THEN 'policy' END
+WHERE id = $1
 RETURNING receipt_id, submitted_at, pay_cents;
 
 -- name: task_done
--- $1 task_id, $2 assignment_id.
+-- $1 task_id, $2 assignment_id. The caller holds the row (task_lock) and checked that this
+-- live assignment holds it (so it is claimed); no status literal, so the primary key is the
+-- only index that fits (see assignment_heartbeat on the claimed indexes and stale statistics).
 UPDATE tasks SET status = 'done', lease_until = NULL
-WHERE id = $1 AND assignment_id = $2 AND status = 'claimed';
+WHERE id = $1 AND assignment_id = $2;
 
 -- name: payout_insert
 -- $1 assignment_id, $2 expert_id, $3 project_id, $4 amount. One line per assignment, ever.
@@ -219,15 +261,15 @@ INSERT INTO audit_log (expert_id, customer_id, project_id, task_id, action)
 VALUES ($1, $2, $3, $4, $5);
 
 -- name: claim_call
--- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1),
--- $5 most expired leases of the expert to release first. The whole claim, one round trip.
+-- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1).
+-- The whole claim, one round trip.
 -- Plus the answer schema the claimed item's answer must match (issue 13: the item's, else the
 -- project's): rows that existed before the call, read by primary key in the same statement.
 SELECT c.*,
        (SELECT coalesce(i.answer_schema, p.answer_schema)
         FROM items i JOIN projects p ON p.id = i.project_id
         WHERE i.id = c.item_id) AS answer_schema
-FROM taskroute_claim($1, $2, $3, $4, $5) AS c;
+FROM taskroute_claim($1, $2, $3, $4) AS c;
 
 -- name: heartbeat_call
 -- $1 assignment_id, $2 expert_id.

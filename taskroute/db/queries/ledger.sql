@@ -99,15 +99,6 @@ SELECT payment_policy, pay_adjudicated_disagreements, status,
                            ELSE 'pending_resolution' END AS pay_status
 FROM projects WHERE id = $1;
 
--- name: assignment_review_open
--- $1 assignment_id, $2 payment_policy. At submit: accepted at once under on_submit (the
--- payment line follows in the same transaction), else undecided.
-UPDATE assignments
-SET review_status = CASE WHEN $2::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
-    reviewed_at = CASE WHEN $2::text = 'on_submit' THEN taskroute_now() END,
-    reviewed_by = CASE WHEN $2::text = 'on_submit' THEN 'policy' END
-WHERE id = $1;
-
 -- name: assignments_decide
 -- $1 assignment ids, $2 'accepted' | 'rejected', $3 by, $4 reason. Decides the undecided
 -- ones among them; each accepted one gets its payment line. Returns the decided ids.
