@@ -157,6 +157,7 @@ DECLARE
     v_row record;
     v_claim record;
     v_released jsonb := '[]';
+    v_gold boolean;
 BEGIN
     released := v_released;
     IF p_project IS NOT NULL THEN
@@ -239,6 +240,30 @@ SELECT id, skill, project_id, status, min_quality FROM released LOOP
         END LOOP;
         released := v_released;
         -- p_expert expert_id, p_skills skills to restrict to (NULL: all the expert holds), p_project project to restrict
+-- to (NULL: any). Whether gold_claim could serve anything at all: an unretired gold item of
+-- a skill the expert may claim in (of that project, when scoped). One gold_pool_serve probe
+-- per skill. The claim runs gold_claim only then: its writing CTEs fire their tables'
+-- statement triggers even when they write nothing (a third of an empty claim's work, where
+-- no project has gold).
+SELECT EXISTS (
+    SELECT 1
+    FROM (-- p_expert expert_id, p_skills skills to restrict to (text[]; NULL: every skill the expert holds).
+-- A row source: the skills the expert may claim in now, i.e. an active (not paused) skill of
+-- an active expert. Columns: skill, quality (what a task's min_quality is compared with),
+-- capabilities (the expert's tags), tasks_done (drives the onboarding gold share).
+SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+FROM expert_skills es
+JOIN experts e ON e.id = es.expert_id
+WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
+  AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s
+    WHERE EXISTS (
+        SELECT 1 FROM gold_pool g
+        WHERE g.skill = s.skill AND g.retired_at IS NULL
+          AND (p_project::uuid IS NULL OR g.project_id = p_project::uuid)
+    )
+) AS possible INTO v_gold;
+        IF v_gold THEN
+            -- p_expert expert_id, p_skills skills to restrict to (NULL: all the expert holds), p_project project to restrict
 -- to (NULL: any), p_gold_draw a uniform draw in [0,1).
 -- Serves one gold item as a freshly created task row, claimed at once, shaped like task_claim's
 -- answer. A (project, skill) serves gold only while it has open work the expert may take
@@ -346,7 +371,8 @@ counted AS (
 SELECT k.assignment_id, k.lease_until, k.task_id, k.project_id, k.skill, k.priority,
        k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes
 FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id INTO v_claim;
-        IF NOT FOUND THEN
+        END IF;
+        IF NOT v_gold OR NOT FOUND THEN
             -- p_expert expert_id, p_skills skills to restrict to (NULL: every skill the expert holds),
 -- p_project project_id to restrict to (NULL: any project).
 -- For each skill the expert may claim in (eligible_skills), probe the partial indexes (open
@@ -728,6 +754,7 @@ CREATE FUNCTION public.taskroute_now() RETURNS timestamp with time zone
 
 CREATE FUNCTION public.taskroute_pace_merge(p_ids uuid[], p_experts uuid[], p_tasks uuid[], p_claimed timestamp with time zone[], p_submitted timestamp with time zone[]) RETURNS void
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     WITH fresh AS (

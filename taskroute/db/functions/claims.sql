@@ -36,6 +36,7 @@ DECLARE
     v_row record;
     v_claim record;
     v_released jsonb := '[]';
+    v_gold boolean;
 BEGIN
     released := v_released;
     IF p_project IS NOT NULL THEN
@@ -67,8 +68,11 @@ BEGIN
             END IF;
         END LOOP;
         released := v_released;
-        {{ gold_claim(p_expert, p_skills, p_project, p_gold_draw) }} INTO v_claim;
-        IF NOT FOUND THEN
+        {{ gold_possible(p_expert, p_skills, p_project) }} INTO v_gold;
+        IF v_gold THEN
+            {{ gold_claim(p_expert, p_skills, p_project, p_gold_draw) }} INTO v_claim;
+        END IF;
+        IF NOT v_gold OR NOT FOUND THEN
             {{ task_claim(p_expert, p_skills, p_project) }} INTO v_claim;
         END IF;
         outcome := CASE WHEN FOUND THEN 'claimed' ELSE 'none' END;
