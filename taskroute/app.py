@@ -41,6 +41,7 @@ from taskroute.resolvers.acceptance import auto_approve_pass
 from taskroute.resolvers.alerts import evaluate
 from taskroute.resolvers.routing import RoutingPolicy, routing_once
 from taskroute.resolvers.sweeper import sweep_pass
+from taskroute.resolvers.table_hygiene import hygiene_once
 from taskroute.resolvers.task_counts import compact_once
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
@@ -192,12 +193,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
         async def compaction() -> None:
             await compact_once(jobs_db)
 
+        async def hygiene() -> None:
+            await hygiene_once(jobs_db)
+
         jobs.every("lease sweeper", settings.sweep_interval, lambda: sweep_pass(jobs_db))
         # on_review work past its auto-approval delay (issue 20), beside the sweeper
         jobs.every("auto-approval", settings.sweep_interval, lambda: auto_approve_pass(jobs_db))
         jobs.every("deadline alerts", settings.forecast_interval, deadline_alerts)
         jobs.every("routing", settings.routing_interval, routing)
         jobs.every("task-count compaction", settings.counts_interval, compaction)
+        jobs.every("table hygiene", settings.hygiene_interval, hygiene)
         blobs = open_blob_store(settings.blob_url, settings.data_dir, settings.blob_concurrency)
         services.blobs = blobs
         secret = await payloads.load_secret(services.db, settings.url_secret)

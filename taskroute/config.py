@@ -154,6 +154,13 @@ class Settings:
         "seconds between foldings of the task-count deltas into the counts forecasts read"
         " (exact either way; folding keeps a forecast's sums short)",
     )
+    hygiene_interval: float = setting(
+        30.0,
+        "TASKROUTE_HYGIENE_INTERVAL",
+        "seconds between checks of the churn tables' statistics and dead rows; acts only when"
+        " the server's autovacuum is off (then it analyzes and vacuums them by the migrations'"
+        " per-table thresholds)",
+    )
     ws_max_subscriptions_per_socket: int = setting(
         20,
         "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_SOCKET",
