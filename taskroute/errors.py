@@ -66,8 +66,19 @@ class PayloadTooLarge(TaskrouteError):
 
 
 class Unavailable(TaskrouteError):
+    """The server could not serve this now: come back after `retry_after` seconds (the
+    `Retry-After` header; `extensions.retryAfter` in GraphQL, for WebSocket clients too)."""
+
     code = "UNAVAILABLE"
     http_status = 503
+
+    def __init__(self, message: str, retry_after: int = 1, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.retry_after = max(1, retry_after)
+
+    @property
+    def extensions(self) -> dict[str, Any]:
+        return {**super().extensions, "retryAfter": self.retry_after}
 
 
 class AlreadyReversed(TaskrouteError):

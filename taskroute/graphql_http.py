@@ -53,7 +53,7 @@ from strawberry.subscriptions import (
 from strawberry.types import ExecutionResult
 
 from taskroute.auth import authenticate
-from taskroute.errors import TaskrouteError
+from taskroute.errors import TaskrouteError, Unavailable
 from taskroute.schema.limits import MAX_TOKENS
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
@@ -121,6 +121,16 @@ def _is_request_error(result: ExecutionResult) -> bool:
     )
 
 
+def _retry_after(errors: list[GraphQLError] | None) -> int:
+    """The longest wait any retryable error asks for (admission.py grows it with the load)."""
+    waits = [
+        int((e.extensions or {}).get("retryAfter", 1))
+        for e in errors or ()
+        if (e.extensions or {}).get("code") in RETRYABLE_CODES
+    ]
+    return max(waits, default=1)
+
+
 def _codes(errors: list[GraphQLError] | None) -> set[str]:
     return {str((e.extensions or {}).get("code")) for e in errors or []}
 
@@ -131,6 +141,7 @@ class SpecSubResponse(Response):
     media_type_chosen: str = JSON
     request_error_status: int | None = None
     retryable: bool = False
+    retry_after: int = 1
 
 
 # WebSocket first (the workbench, the dashboard, the worker client), then the HTTP streams.
@@ -197,8 +208,8 @@ class SpecGraphQL(GraphQL[Any, None]):
             )
             if exc.code == "UNAUTHENTICATED":
                 response.headers["WWW-Authenticate"] = "Bearer"
-            if exc.code == "UNAVAILABLE":
-                response.headers["Retry-After"] = "1"
+            if isinstance(exc, Unavailable):
+                response.headers["Retry-After"] = str(exc.retry_after)
             return response
         return None
 
@@ -271,6 +282,7 @@ class SpecGraphQL(GraphQL[Any, None]):
         codes = _codes(result.errors)
         if sub is not None and codes & RETRYABLE_CODES:
             sub.retryable = True
+            sub.retry_after = _retry_after(result.errors)
         if _is_request_error(result):
             # No `data` entry: the request failed before execution (GraphQL spec, 7.1.2).
             data.pop("data", None)
@@ -299,7 +311,7 @@ class SpecGraphQL(GraphQL[Any, None]):
         ):
             response.status_code = sub_response.request_error_status
         if sub_response.retryable:
-            response.headers.setdefault("Retry-After", "1")
+            response.headers.setdefault("Retry-After", str(sub_response.retry_after))
         return response
 
 

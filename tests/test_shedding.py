@@ -18,6 +18,8 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
+from taskroute.admission import RETRY_AFTER_MAX, Admission
+
 from .helpers import ADMIN_TOKEN, CLAIM, Api, InProcessServer, settings_for, tasks_of
 
 
@@ -99,13 +101,16 @@ async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
         r = await api.http.post("/graphql", json={"query": CLAIM}, headers=auth)
         body = r.json()
         assert body["data"] == {"claimNextTask": None}
-        assert body["errors"][0]["extensions"] == {"code": "UNAVAILABLE", "reason": "overloaded"}
-        assert r.headers["retry-after"] == "1"
+        wait = int(r.headers["retry-after"])  # grows with the overload (test below)
+        assert 1 <= wait <= RETRY_AFTER_MAX
+        assert body["errors"][0]["extensions"] == {
+            "code": "UNAVAILABLE", "reason": "overloaded", "retryAfter": wait
+        }  # fmt: skip
         r = await api.rest("POST", "/v1/tasks/next", refused["token"])
         assert r.status_code == 503, r.text
         assert r.json()["error"]["code"] == "UNAVAILABLE"
         assert r.json()["error"]["details"] == {"reason": "overloaded"}
-        assert r.headers["retry-after"] == "1"
+        assert 1 <= int(r.headers["retry-after"]) <= RETRY_AFTER_MAX
 
         # Work in progress still queues, behind the waiting claim in time but not in rank.
         submit = asyncio.create_task(
@@ -144,3 +149,25 @@ async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
     assert await db.fetchval("SELECT count(*) FROM payouts") == 1
     assert await api.claim(refused["token"]) is not None
     assert await _waiting(api) == {"protect": 0, "job": 0, "default": 0, "claim": 0}
+
+
+def test_retry_after_grows_with_the_overload_and_is_jittered() -> None:
+    """A fixed second sent every refused client back at once (4,000 experts: a storm of
+    refusals); the wait is demand over capacity, +-50%, so retries spread out."""
+    gate = Admission(slots=2, max_waiting=10, max_claims_waiting=1)
+    start = 1000.0
+    for i in range(600):  # 100 admitted a second for 6 s: under capacity, nothing refused
+        gate.admitted.add(start + i / 100)
+    calm = start + 6
+    assert {gate.retry_after(calm) for _ in range(200)} == {1}
+    for i in range(600):  # then 900 refused a second besides them: ten times the capacity
+        now = calm + i / 100
+        gate.admitted.add(now)
+        for _ in range(9):
+            gate.refused.add(now)
+    waits = [gate.retry_after(calm + 6) for _ in range(400)]
+    assert min(waits) >= 4 and max(waits) <= 15  # about 10 s, jittered by half
+    assert len(set(waits)) >= 5  # not in step
+    for _ in range(60_000):  # far past capacity: capped
+        gate.refused.add(calm + 6)
+    assert max(gate.retry_after(calm + 6) for _ in range(100)) == RETRY_AFTER_MAX

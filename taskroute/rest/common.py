@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from taskroute.auth import Viewer, authenticate
-from taskroute.errors import BadInput, TaskrouteError
+from taskroute.errors import BadInput, TaskrouteError, Unavailable
 from taskroute.services import Services
 
 
@@ -18,7 +18,7 @@ def error_response(exc: TaskrouteError) -> JSONResponse:
     if exc.details:
         body["details"] = exc.details
     # A retryable refusal (busy, overloaded, restarting) says when to come back, like GraphQL.
-    headers = {"Retry-After": "1"} if exc.code == "UNAVAILABLE" else None
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
     return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
 
 
