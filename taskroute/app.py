@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
+from strawberry import Schema
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
@@ -46,12 +47,20 @@ from taskroute.resolvers.task_counts import compact_once
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
+from taskroute.schema.realtime_ws import TaskAvailablePlans, TransportWS
 from taskroute.services import Services
 
 log = logging.getLogger(__name__)
 
 
 class GraphQLApp(SpecGraphQL):
+    # graphql-transport-ws, with `taskAvailable` served without strawberry's executor
+    graphql_transport_ws_handler_class = TransportWS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.task_available_plans = TaskAvailablePlans(cast(Schema, self.schema)._schema)
+
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         services: Services = request.state.services
         return Context(services, request.headers.get("authorization"), request, response)

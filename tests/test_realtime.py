@@ -124,6 +124,70 @@ async def test_subscription_input_errors(api: Api) -> None:
     assert (await realtime_status(api))["task_waiters"] == 0
 
 
+# The same selection twice: as written (served by the lean graphql-transport-ws path,
+# schema/realtime_ws.py) and through a fragment (which that path leaves to strawberry).
+LEAN = (
+    "subscription($s: [String!]) { t: taskAvailable(skills: $s) {"
+    " __typename s: skill projectId recheck } }"
+)
+THROUGH_STRAWBERRY = (
+    "subscription($s: [String!]) { t: taskAvailable(skills: $s) { ...F } }"
+    " fragment F on TaskAvailable { __typename s: skill projectId recheck }"
+)
+
+
+async def test_lean_task_available_answers_as_strawberry_does(api: Api) -> None:
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading", "labeling"])
+    await api.create_project(customer["token"], tasks_of("grading", 1), name="open")
+
+    async def answers(token: str, variables: Any, n: int, then: Any = None) -> list[Any]:
+        got = []
+        for query in (LEAN, THROUGH_STRAWBERRY):
+            async with WsClient(api.base_url, token) as ws:
+                await ws.subscribe(query, variables)
+                if then is not None:
+                    await wait_for_waiters(api, 1)
+                    await then()
+                got.append([await ws.message() for _ in range(n)])
+            await wait_for_waiters(api, 0)
+            if then is not None:  # woken for the project just opened (a new one each run)
+                hint = got[-1][0]["payload"]["data"]["t"]
+                assert hint["projectId"] == labeling[-1]
+                hint["projectId"] = "the project opened"
+                # the woken expert takes the task: not open for the next run
+                assert await api.claim(token, ["labeling"]) is not None
+        assert got[0] == got[1], got
+        return got[0]
+
+    # a task already open (the catch-up), and one opened while subscribed
+    opened = await answers(expert["token"], {"s": ["grading"]}, 1)
+    assert opened[0]["payload"]["data"]["t"]["__typename"] == "TaskAvailable"
+    labeling: list[str] = []
+
+    async def open_labeling() -> None:
+        name = f"l{len(labeling)}"
+        created = await api.create_project(customer["token"], tasks_of("labeling", 1), name=name)
+        labeling.append(created["project"]["id"])
+
+    woken = await answers(expert["token"], {"s": ["labeling"]}, 1, then=open_labeling)
+    assert woken[0]["payload"]["data"]["t"]["recheck"] is False
+    # refusals: a skill not held, a malformed skill, a customer, a variable of the wrong type
+    for token, variables, code in (
+        (expert["token"], {"s": ["cooking"]}, "BAD_INPUT"),
+        (expert["token"], {"s": ["not held"]}, "BAD_INPUT"),
+        (customer["token"], {"s": None}, "NOT_FOUND"),
+        (expert["token"], {"s": 5}, "BAD_INPUT"),
+    ):
+        refused = await answers(token, variables, 1)
+        payload = refused[0]["payload"]
+        errors = payload if isinstance(payload, list) else payload["errors"]
+        assert errors[0]["extensions"]["code"] == code
+    # a refusal is followed by `complete` on both paths
+    done = await answers(expert["token"], {"s": ["cooking"]}, 2)
+    assert done[1] == {"id": "1", "type": "complete"}
+
+
 async def test_only_experts_good_enough_are_woken(api: Api) -> None:
     customer = await api.create_customer()
     novice = await api.create_expert([{"skill": "grading", "quality": 0.5}], name="novice")

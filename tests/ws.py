@@ -104,6 +104,10 @@ class WsClient:
         )
         return op
 
+    async def message(self) -> dict[str, Any]:
+        """The next protocol message as sent (`next`, `error`, `complete`, ...), pings answered."""
+        return await self._recv()
+
     async def next(self, timeout: float | None = None) -> dict[str, Any]:
         """The next result: `{"id", "data"}` or `{"id", "errors"}`; `complete` raises."""
         saved = self.timeout

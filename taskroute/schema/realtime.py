@@ -1,17 +1,19 @@
 """Subscriptions: `taskAvailable` wakes idle experts, `projectProgress` feeds dashboards.
 
-WebSocket clients authenticate in `connection_init` (see `taskroute.app.GraphQLApp`).
+WebSocket clients authenticate in `connection_init` (see `taskroute.app.GraphQLApp`);
+graphql-transport-ws serves `taskAvailable` on a lean path of its own (realtime_ws.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import strawberry
 
 from taskroute.auth import parse_id
 from taskroute.errors import BadInput, Unavailable
-from taskroute.realtime.hub import Hub
+from taskroute.realtime.hub import Hub, TaskWaiter
 from taskroute.resolvers import projects
 from taskroute.resolvers import validation as v
 
@@ -29,11 +31,27 @@ class TaskAvailable:
     recheck: bool
 
 
-def _hub(info: Info) -> Hub:
-    hub = info.context.services.hub
+def _hub(context: Context) -> Hub:
+    hub = context.services.hub
     if hub is None:
         raise Unavailable("subscriptions are not available on this server")
     return hub
+
+
+@contextlib.asynccontextmanager
+async def task_waiter(context: Context, skills: list[str] | None) -> AsyncIterator[TaskWaiter]:
+    """What a `taskAvailable` subscription holds while it lives: the authenticated expert's
+    waiter and its slot in the subscription budget. Shared by the schema's resolver and the
+    graphql-transport-ws path that serves this subscription without strawberry's executor
+    (realtime_ws.py), so both refuse and wake alike."""
+    viewer = await context.viewer()
+    expert_id = viewer.require_expert()
+    wanted = v.skills_filter(skills)
+    with context.subscription_slot(viewer):
+        async with _hub(context).task_waiter(expert_id, wanted) as waiter:
+            if waiter is None:
+                raise BadInput("the expert holds none of these skills (active)", field="skills")
+            yield waiter
 
 
 @strawberry.type
@@ -44,20 +62,14 @@ class RealtimeSubscription:
     async def task_available(
         self, info: Info, skills: list[str] | None = None
     ) -> AsyncGenerator[TaskAvailable, None]:
-        viewer = await info.context.viewer()
-        expert_id = viewer.require_expert()
-        wanted = v.skills_filter(skills)
-        with info.context.subscription_slot(viewer):
-            async with _hub(info).task_waiter(expert_id, wanted) as waiter:
-                if waiter is None:
-                    raise BadInput("the expert holds none of these skills (active)", field="skills")
-                while True:
-                    hint = await waiter.next()
-                    yield TaskAvailable(
-                        skill=hint.skill,
-                        project_id=strawberry.ID(hint.project_id) if hint.project_id else None,
-                        recheck=hint.project_id is None,
-                    )
+        async with task_waiter(info.context, skills) as waiter:
+            while True:
+                hint = await waiter.next()
+                yield TaskAvailable(
+                    skill=hint.skill,
+                    project_id=strawberry.ID(hint.project_id) if hint.project_id else None,
+                    recheck=hint.project_id is None,
+                )
 
     @strawberry.subscription(
         description="For the owning customer: task counts, now and on change (coalesced)."
@@ -70,6 +82,6 @@ class RealtimeSubscription:
         # Another customer's project (or an expert) is refused as not found.
         await projects.get_project(info.context.db, pid, viewer.customer_scope())
         with info.context.subscription_slot(viewer):
-            async with _hub(info).progress_watch(pid) as watch:
+            async with _hub(info.context).progress_watch(pid) as watch:
                 while True:
                     yield Progress(**await watch.next())

@@ -1,0 +1,214 @@
+"""graphql-transport-ws with a lean path for the one subscription thousands of clients hold.
+
+Every idle expert holds a `taskAvailable` subscription. Through strawberry each one kept
+~19 KiB for its whole life (bench/RESULTS.md): the operation contexts of the schema's eight
+extensions, graphql-core's subscription executor and its result mapping, strawberry's own
+stream generators. The subscription's answer is three scalars, so a `subscribe` whose document
+is exactly a `taskAvailable` selection (optionally aliased, fields among skill, projectId,
+recheck and __typename, no fragments or directives) that validates against the schema is
+served here: variables and arguments are coerced by graphql-core's own functions, then the
+hub's waiter (`realtime.task_waiter`, the resolver's own code) is read and each hint is sent
+as the `next` message strawberry would send. Everything else (other subscriptions, queries
+over the socket, any document this does not recognise, bad variables) goes to strawberry,
+which answers its errors as before. The protocol itself (connection_init, ping, complete,
+duplicate ids, close codes) stays strawberry's: only `run_operation` is replaced.
+
+Errors are the ones strawberry sends for an error raised by the subscription's generator: a
+`next` with `data: null` and the coded error, then `complete`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any, cast
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    GraphQLError,
+    GraphQLFormattedError,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    OperationType,
+    parse,
+    validate,
+)
+from graphql.execution.values import get_argument_values, get_variable_values
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import NextMessagePayload
+
+from taskroute.errors import TaskrouteError
+from taskroute.realtime.hub import Hint
+
+from .context import Context
+from .limits import MAX_TOKENS
+from .realtime import task_waiter
+
+log = logging.getLogger(__name__)
+
+_FIELDS = frozenset({"skill", "projectId", "recheck", "__typename"})
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAvailablePlan:
+    """A validated `taskAvailable` document: what to coerce and which keys to answer."""
+
+    operation: OperationDefinitionNode
+    field: FieldNode
+    key: str  # the root field's response key (its alias, if any)
+    fields: tuple[tuple[str, str], ...]  # (response key, field name), in document order
+
+    def data(self, hint: Hint) -> dict[str, Any]:
+        values = {
+            "skill": hint.skill,
+            "projectId": hint.project_id,
+            "recheck": hint.project_id is None,
+            "__typename": "TaskAvailable",
+        }
+        return {self.key: {key: values[name] for key, name in self.fields}}
+
+
+class TaskAvailablePlans:
+    """Documents already looked at (the same few strings come from every client), bounded."""
+
+    def __init__(self, schema: GraphQLSchema, size: int = 256) -> None:
+        self.schema = schema
+        self.size = size
+        self._plans: dict[tuple[str, str | None], TaskAvailablePlan | None] = {}
+
+    def plan(self, query: object, operation_name: object) -> TaskAvailablePlan | None:
+        if not isinstance(query, str) or not (
+            operation_name is None or isinstance(operation_name, str)
+        ):
+            return None
+        key = (query, operation_name)
+        try:
+            return self._plans[key]
+        except KeyError:
+            pass
+        plan = self._make(query, operation_name)
+        if len(self._plans) >= self.size:
+            self._plans.clear()  # a client sending ever new documents: start over
+        self._plans[key] = plan
+        return plan
+
+    def _make(self, query: str, operation_name: str | None) -> TaskAvailablePlan | None:
+        try:
+            document = parse(query, max_tokens=MAX_TOKENS)
+        except (GraphQLError, RecursionError):
+            return None
+        plan = _shape(document, operation_name)
+        if plan is None or validate(self.schema, document):
+            return None
+        return plan
+
+    def arguments(self, plan: TaskAvailablePlan, variables: object) -> dict[str, Any] | None:
+        """The root field's coerced arguments; None when the variables do not coerce (strawberry
+        then answers the error it always answered)."""
+        if variables is None:
+            variables = {}
+        if not isinstance(variables, dict):
+            return None
+        coerced = get_variable_values(
+            self.schema, plan.operation.variable_definitions or (), variables
+        )
+        if isinstance(coerced, list):
+            return None
+        subscription = self.schema.subscription_type
+        assert subscription is not None  # validated against it
+        try:
+            return get_argument_values(subscription.fields["taskAvailable"], plan.field, coerced)
+        except GraphQLError:
+            return None
+
+
+def _shape(document: DocumentNode, operation_name: str | None) -> TaskAvailablePlan | None:
+    """The plan if the document has exactly the lean shape, else None."""
+    if len(document.definitions) != 1:
+        return None
+    op = document.definitions[0]
+    if not isinstance(op, OperationDefinitionNode) or op.operation != OperationType.SUBSCRIPTION:
+        return None
+    if op.directives:
+        return None
+    if operation_name is not None and (op.name is None or op.name.value != operation_name):
+        return None
+    roots = op.selection_set.selections
+    if len(roots) != 1 or not isinstance(roots[0], FieldNode):
+        return None
+    root = roots[0]
+    if root.name.value != "taskAvailable" or root.directives or root.selection_set is None:
+        return None
+    if any(a.name.value != "skills" for a in root.arguments or ()):
+        return None
+    fields: list[tuple[str, str]] = []
+    for sel in root.selection_set.selections:
+        if (
+            not isinstance(sel, FieldNode)
+            or sel.name.value not in _FIELDS
+            or sel.arguments
+            or sel.directives
+            or sel.selection_set is not None
+        ):
+            return None
+        fields.append(((sel.alias or sel.name).value, sel.name.value))
+    return TaskAvailablePlan(op, root, (root.alias or root.name).value, tuple(fields))
+
+
+class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    """strawberry's graphql-transport-ws handler; `taskAvailable` runs on the lean path."""
+
+    @property
+    def plans(self) -> TaskAvailablePlans:
+        plans: TaskAvailablePlans = getattr(self.view, "task_available_plans")  # noqa: B009
+        return plans
+
+    async def run_operation(self, operation: Operation[Context, None]) -> None:
+        plan = self.plans.plan(operation.query, operation.operation_name)
+        args = self.plans.arguments(plan, operation.variables) if plan is not None else None
+        if plan is None or args is None:
+            await super().run_operation(operation)
+            return
+        # Nothing of the request is needed any more: do not keep it for the socket's life.
+        operation.variables = None
+        try:
+            await self._serve(operation, plan, args.get("skills"))
+        except Exception as error:  # a hint that could not be sent: as strawberry does
+            await self.handle_task_exception(error)
+            with contextlib.suppress(Exception):
+                await operation.send_operation_message({"id": operation.id, "type": "complete"})
+            self.operations.pop(operation.id, None)
+            raise
+
+    async def _serve(
+        self, operation: Operation[Context, None], plan: TaskAvailablePlan, skills: Any
+    ) -> None:
+        sending = False
+        try:
+            async with task_waiter(self.context, skills) as waiter:
+                while True:
+                    hint = await waiter.next()
+                    sending = True
+                    await operation.send_operation_message(
+                        {"id": operation.id, "type": "next", "payload": {"data": plan.data(hint)}}
+                    )
+                    sending = False
+        except Exception as exc:
+            if sending:
+                raise
+            if isinstance(exc, TaskrouteError):
+                error = {"message": exc.message, "extensions": exc.extensions}
+            else:
+                log.error("unexpected error in taskAvailable", exc_info=exc)
+                error = {"message": "Unexpected error.", "extensions": {"code": "INTERNAL"}}
+        # What strawberry sends when the subscription's generator raises.
+        failed: NextMessagePayload = {"data": None, "errors": [cast(GraphQLFormattedError, error)]}
+        await operation.send_operation_message(
+            {"id": operation.id, "type": "next", "payload": failed}
+        )
+        await operation.send_operation_message({"id": operation.id, "type": "complete"})
