@@ -182,7 +182,7 @@ async def _admin(args: argparse.Namespace, url: str, statement_cache_size: int) 
             return {**_json_row(issued.row), "token": issued.token}
         if cmd == "audit":
             subject = parse_id(args.subject, "subject") if args.subject else None
-            page = await accounts.audit_page(db, subject, args.action, None, 0, args.limit)
+            page = await accounts.audit_page(db, subject, args.action, None, None, args.limit)
             return [_json_row(r) for r in page.rows]
         raise AssertionError(cmd)
     finally:

@@ -64,12 +64,31 @@ async def test_listings_refuse_nasty_cursors(api: Api) -> None:
         ("query($a: String) { experts(after: $a) { edges { cursor } } }", None, "expert"),
         ("query($a: String) { customers(after: $a) { edges { cursor } } }", None, "customer"),
         ("query($a: String) { adminAudit(after: $a) { edges { cursor } } }", None, "audit"),
+        # The result feeds and the payload audit also take their deprecated raw cursors.
+        (
+            "query($p: ID!, $a: String) { itemResults(projectId: $p, after: $a)"
+            " { edges { cursor } } }",
+            customer,
+            "result",
+        ),  # fmt: skip
+        (
+            "query($p: ID!, $a: String) { itemResultChanges(projectId: $p, after: $a)"
+            " { edges { cursor } } }",
+            customer,
+            "change",
+        ),  # fmt: skip
+        (
+            "query($a: String) { payloadAudit(after: $a) { edges { cursor } } }",
+            customer,
+            "payload_audit",
+        ),  # fmt: skip
     ]
     for query, who, kind in listings:
         token = who["token"] if who else ADMIN_TOKEN
         values = PLAIN if kind == "plain" else opaque(kind) + PLAIN[:4]
+        raw_too = kind in ("plain", "result", "change", "payload_audit")
         for value in values:
-            if value == "" and kind == "plain":
+            if value == "" and raw_too:
                 continue  # an empty cursor means "from the start"
             await expect_bad_input(api, query, {"a": value, "p": pid}, token)
     # The same through REST: 422 with the field named.
@@ -78,13 +97,16 @@ async def test_listings_refuse_nasty_cursors(api: Api) -> None:
         "/v1/audit-log?limit={}",
         f"/v1/projects/{pid}/result-changes?after={{}}",
         f"/v1/projects/{pid}/result-changes?limit={{}}",
+        f"/v1/projects/{pid}/result-changes?first={{}}",
+        "/v1/audit-log?first={}",
+        f"/v1/projects/{pid}/results?after={{}}",
     ):
         for value in ("²", "٣", "9" * 25, str(2**63), "-5"):
             r = await api.rest("GET", path.format(value), customer["token"])
             assert r.status_code == 422, (path, value, r.text)
             error = r.json()["error"]
             assert error["code"] == "BAD_INPUT", error
-            assert error.get("details", {}).get("field") in ("after", "limit"), error
+            assert error.get("details", {}).get("field") in ("after", "limit", "first"), error
     # The expert still works normally afterwards: nothing was broken or stored.
     assert await api.claim(expert["token"]) is not None
 

@@ -84,7 +84,7 @@ async def test_remaining_work_over_time_in_pages(
     ("first", "after", "b", "field"),
     [
         (0, None, None, "first"),
-        (501, None, None, "first"),
+        (1001, None, None, "first"),
         (10, None, 59, "bucketSeconds"),
         (10, "not-a-cursor", None, "after"),
         # well-formed, but not a width this listing makes: no date past year 9999 follows

@@ -36,7 +36,7 @@ from taskroute.auth import Viewer, project_allowed
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound
-from taskroute.resolvers import cursors
+from taskroute.resolvers import cursors, paging
 from taskroute.resolvers import validation as v
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,6 @@ AUTO_APPROVE_LOCK_KEY = 0x7A5C0020
 AUTO_APPROVE_BATCH = 500
 BATCH_MAX = 500
 REASON_MAX = 1000
-PAGE_MAX = 500
 STATUSES = ("submitted", "accepted", "rejected")
 
 
@@ -178,18 +177,11 @@ async def review_of(db: Database, viewer: Viewer, assignment_id: UUID) -> Review
     return Review.of(row)
 
 
-@dataclass(frozen=True)
-class ReviewPage:
-    reviews: list[Review]
-    cursors: list[str]
-    has_next: bool
-
-
 async def page(
     db: Database, project_id: UUID, status: str | None, after: str | None, first: int
-) -> ReviewPage:
+) -> paging.Page[Review]:
     """A project's submitted real work, oldest first (the caller checked the project)."""
-    first = v.integer(first, "first", 1, PAGE_MAX)
+    first = paging.size(first)
     if status is not None and status not in STATUSES:
         raise BadInput(f"status must be one of {', '.join(STATUSES)}", field="status")
     at, rid = (
@@ -197,13 +189,11 @@ async def page(
         if after
         else (datetime.fromisoformat("0001-01-01T00:00:00+00:00"), UUID(int=0))
     )
-    rows = await db.fetch(Q["reviews_page"], project_id, status, at, rid, first + 1)
-    shown = rows[:first]
-    return ReviewPage(
-        [Review.of(r) for r in shown],
-        [cursors.encode("review", f"{r['submitted_at'].isoformat()}|{r['id']}") for r in shown],
-        len(rows) > first,
-    )
+    found = await paging.read(
+        db, "reviews_page", project_id, status, at, rid, first=first,
+        cursor=lambda r: cursors.encode_keyset("review", r["submitted_at"], r["id"]),
+    )  # fmt: skip
+    return found.map(Review.of)
 
 
 async def retracted(

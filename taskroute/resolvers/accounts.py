@@ -10,6 +10,7 @@ every process drop their tokens, which stop authenticating (`credential_lookup`)
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,10 +23,10 @@ from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, Conflict, NotFound
 from taskroute.realtime import notify
-from taskroute.resolvers import cursors
+from taskroute.resolvers import cursors, paging
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.paging import Page
 
-PAGE_MAX = 200
 REASON_MAX = 1000
 LABEL_MAX = 200
 GRACE_MAX = 30 * 86400
@@ -44,12 +45,6 @@ class Issued:
 
     row: asyncpg.Record
     token: str
-
-
-@dataclass(frozen=True)
-class Page:
-    rows: list[asyncpg.Record]
-    has_next: bool
 
 
 async def audit(
@@ -156,11 +151,12 @@ async def create_expert(
 # --- reading accounts ---------------------------------------------------------------------
 
 
-def encode_cursor(kind: str, row: Any) -> str:
-    return cursors.encode(kind, f"{row['created_at'].isoformat()}|{row['id']}")
+def _keyset(kind: str) -> Callable[[asyncpg.Record], str]:
+    """The cursor of a newest-first listing of `kind`: (created_at, id)."""
+    return lambda row: cursors.encode_keyset(kind, row["created_at"], row["id"])
 
 
-def decode_cursor(kind: str, raw: str | None) -> tuple[datetime | None, UUID | None]:
+def _after(kind: str, raw: str | None) -> tuple[datetime | None, UUID | None]:
     if raw is None:
         return None, None
     return cursors.decode_keyset(raw, kind)
@@ -176,21 +172,26 @@ def _search(raw: Any) -> str | None:
 
 async def experts_page(
     db: Database, skill: Any, status: Any, search: Any, after: str | None, first: Any
-) -> Page:
+) -> Page[asyncpg.Record]:
     skill = None if skill is None else v.skill(skill)
     if status is not None and status not in EXPERT_STATUSES:
         raise BadInput(f"status must be one of {', '.join(EXPERT_STATUSES)}", field="status")
-    first = v.integer(first, "first", 1, PAGE_MAX)
-    at, rid = decode_cursor("expert", after)
-    rows = await db.fetch(Q["experts_page"], skill, status, _search(search), at, rid, first + 1)
-    return Page(rows[:first], len(rows) > first)
+    first = paging.size(first)
+    at, rid = _after("expert", after)
+    return await paging.read(
+        db, "experts_page", skill, status, _search(search), at, rid,
+        first=first, cursor=_keyset("expert"),
+    )  # fmt: skip
 
 
-async def customers_page(db: Database, search: Any, after: str | None, first: Any) -> Page:
-    first = v.integer(first, "first", 1, PAGE_MAX)
-    at, rid = decode_cursor("customer", after)
-    rows = await db.fetch(Q["customers_page"], _search(search), at, rid, first + 1)
-    return Page(rows[:first], len(rows) > first)
+async def customers_page(
+    db: Database, search: Any, after: str | None, first: Any
+) -> Page[asyncpg.Record]:
+    first = paging.size(first)
+    at, rid = _after("customer", after)
+    return await paging.read(
+        db, "customers_page", _search(search), at, rid, first=first, cursor=_keyset("customer")
+    )
 
 
 async def get_expert(db: Any, expert_id: UUID) -> asyncpg.Record:
@@ -488,10 +489,14 @@ async def get_credential(db: Database, credential_id: UUID) -> asyncpg.Record:
 
 
 async def audit_page(
-    db: Database, subject_id: UUID | None, action: Any, actor: Any, after: int, first: Any
-) -> Page:
-    first = v.integer(first, "first", 1, PAGE_MAX)
+    db: Database, subject_id: UUID | None, action: Any, actor: Any, after: str | None, first: Any
+) -> Page[asyncpg.Record]:
+    """The admin audit, oldest first."""
+    first = paging.size(first)
     action = None if action is None else v.text(action, "action", 100)
     actor = None if actor is None else v.text(actor, "actor", 200)
-    rows = await db.fetch(Q["admin_audit_page"], subject_id, action, actor, after, first + 1)
-    return Page(rows[:first], len(rows) > first)
+    seq = 0 if after is None else cursors.decode_seq(after, "audit")
+    return await paging.read(
+        db, "admin_audit_page", subject_id, action, actor, seq,
+        first=first, cursor=lambda r: cursors.encode("audit", str(r["seq"])),
+    )  # fmt: skip

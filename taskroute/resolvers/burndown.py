@@ -16,10 +16,9 @@ from uuid import UUID
 from taskroute.db.pool import Reader
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound
-from taskroute.resolvers import cursors
+from taskroute.resolvers import cursors, paging
 
 STEPS = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
-POINTS_MAX = 500
 _KIND = "remaining"
 
 
@@ -38,8 +37,7 @@ class Point:
 @dataclass(frozen=True)
 class History:
     bucket_seconds: int
-    points: list[Point]
-    has_next: bool
+    page: paging.Page[Point]
 
 
 def _bucket(t: datetime, step: int) -> int:
@@ -61,7 +59,7 @@ def _parse_after(after: str, step: int | None) -> tuple[int, int]:
 async def remaining_history(
     db: Reader, project_id: UUID, first: int, after: str | None, bucket_seconds: int | None
 ) -> History:
-    first = cursors.limit(first, "first", 1, POINTS_MAX)
+    first = paging.size(first)
     step = None
     if bucket_seconds is not None:
         step = cursors.limit(bucket_seconds, "bucketSeconds", STEPS[0], STEPS[-1])
@@ -80,7 +78,7 @@ async def remaining_history(
     last = _bucket(until, step)
     end = min(last, start + first - 1)
     if start > end:
-        return History(step, [], False)
+        return History(step, paging.Page([], [], False))
     rows = await db.fetch(Q["project_remaining_history"], project_id, step, start, end)
     points = [
         Point(
@@ -93,4 +91,4 @@ async def remaining_history(
         )
         for r in rows
     ]
-    return History(step, points, end < last)
+    return History(step, paging.Page(points, [p.cursor(step) for p in points], end < last))

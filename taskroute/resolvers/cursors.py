@@ -70,10 +70,21 @@ def decode_seq(raw: str, kind: str, field: str = "after") -> int:
     return seq(decode(raw, kind, field), field)
 
 
+def encode_keyset(kind: str, at: datetime, rid: UUID) -> str:
+    return encode(kind, f"{at.isoformat()}|{rid}")
+
+
 def decode_keyset(raw: str, kind: str, field: str = "after") -> tuple[datetime, UUID]:
     """(time, id) of a keyset cursor `kind:<iso time>|<uuid>`."""
     at, _, rid = decode(raw, kind, field).partition("|")
     try:
         return instant(datetime.fromisoformat(at), field), UUID(rid)
     except (ValueError, BadInput) as exc:
+        raise BadInput(f"{field} is not a cursor from this listing", field=field) from exc
+
+
+def decode_uuid(raw: str, kind: str, field: str = "after") -> UUID:
+    try:
+        return UUID(decode(raw, kind, field))
+    except ValueError as exc:
         raise BadInput(f"{field} is not a cursor from this listing", field=field) from exc

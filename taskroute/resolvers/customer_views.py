@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -12,24 +11,16 @@ import asyncpg
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput
-from taskroute.resolvers import cursors
-from taskroute.resolvers import validation as v
+from taskroute.resolvers import cursors, paging
 
 PROJECT_STATUSES = ("ingesting", "active", "completed", "canceled")
-PAGE_MAX = 200
 
 
-@dataclass(frozen=True)
-class ProjectPage:
-    rows: list[asyncpg.Record]
-    has_next: bool
+def _cursor(row: asyncpg.Record) -> str:
+    return cursors.encode_keyset("project", row["created_at"], row["id"])
 
 
-def encode_cursor(row: Any) -> str:
-    return cursors.encode("project", f"{row['created_at'].isoformat()}|{row['id']}")
-
-
-def decode_cursor(raw: str | None) -> tuple[datetime | None, UUID | None]:
+def _after(raw: str | None) -> tuple[datetime | None, UUID | None]:
     if raw is None:
         return None, None
     return cursors.decode_keyset(raw, "project")
@@ -37,16 +28,19 @@ def decode_cursor(raw: str | None) -> tuple[datetime | None, UUID | None]:
 
 async def projects_page(
     db: Database, customer_scope: UUID | None, status: str | None, after: str | None, first: int
-) -> ProjectPage:
+) -> paging.Page[asyncpg.Record]:
     if status is not None and status not in PROJECT_STATUSES:
         raise BadInput(f"status must be one of {', '.join(PROJECT_STATUSES)}", field="status")
-    first = v.integer(first, "first", 1, PAGE_MAX)
-    at, pid = decode_cursor(after)
-    rows = await db.fetch(Q["projects_page"], customer_scope, status, at, pid, first + 1)
+    at, pid = _after(after)
+    found = await paging.read(
+        db, "projects_page", customer_scope, status, at, pid,
+        first=paging.size(first), cursor=_cursor,
+    )  # fmt: skip
     limit = getattr(customer_scope, "project_id", None)
     if limit is not None:  # a token limited to one project lists that one only
-        return ProjectPage([r for r in rows[:first] if r["id"] == limit], False)
-    return ProjectPage(rows[:first], len(rows) > first)
+        mine = [r for r in found.rows if r["id"] == limit]
+        return paging.cut(mine, len(mine), _cursor)
+    return found
 
 
 async def progress_by_skill(db: Database, project_id: UUID) -> list[dict[str, Any]]:

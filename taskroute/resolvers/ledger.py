@@ -20,10 +20,9 @@ from taskroute.auth import Viewer
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import AlreadyReversed, BadInput, NotFound
-from taskroute.resolvers import cursors, projects
+from taskroute.resolvers import cursors, paging, projects
 from taskroute.resolvers import validation as v
 
-PAGE_MAX = 500
 REASON_MAX = 1000
 CSV_CHUNK = 1000
 # pending rows in one CSV (undecided work is bounded by auto-approval and resolution)
@@ -48,17 +47,11 @@ class Scope:
     project_id: UUID | None
 
 
-@dataclass(frozen=True)
-class Page:
-    rows: list[asyncpg.Record]
-    has_next: bool
+def _cursor(row: asyncpg.Record) -> str:
+    return cursors.encode("payout", str(row["seq"]))
 
 
-def encode_cursor(seq: int) -> str:
-    return cursors.encode("payout", str(seq))
-
-
-def decode_cursor(raw: str | None) -> int:
+def _after(raw: str | None) -> int:
     if raw is None:
         return 0
     return cursors.decode_seq(raw, "payout")
@@ -90,12 +83,13 @@ def _own(viewer: Viewer, expert_id: UUID | None) -> UUID:
     return own
 
 
-async def page(db: Database, scope: Scope, after: str | None, first: int) -> Page:
-    first = v.integer(first, "first", 1, PAGE_MAX)
-    rows = await db.fetch(
-        Q["payouts_page"], scope.expert_id, scope.project_id, decode_cursor(after), first + 1
-    )
-    return Page(rows[:first], len(rows) > first)
+async def page(
+    db: Database, scope: Scope, after: str | None, first: int
+) -> paging.Page[asyncpg.Record]:
+    return await paging.read(
+        db, "payouts_page", scope.expert_id, scope.project_id, _after(after),
+        first=paging.size(first), cursor=_cursor,
+    )  # fmt: skip
 
 
 async def expert_balance(

@@ -8,10 +8,22 @@ from uuid import UUID
 import asyncpg
 
 from taskroute.db.pool import Database
-from taskroute.db.queries import Q
-from taskroute.resolvers import cursors, projects
+from taskroute.errors import BadInput
+from taskroute.resolvers import cursors, paging, projects
+from taskroute.resolvers.paging import Page
 
-AUDIT_PAGE_MAX = 1000
+KIND = "payload_audit"
+
+
+def _after(raw: str | None) -> int:
+    """The entry a page starts after: an opaque cursor or (deprecated `auditLog`, REST's
+    `next_cursor`) the raw entry number; an empty cursor is the start."""
+    if raw is None or raw == "":
+        return 0
+    try:
+        return cursors.decode_seq(raw, KIND)
+    except BadInput:
+        return cursors.seq(raw)
 
 
 async def audit_page(
@@ -20,18 +32,22 @@ async def audit_page(
     project_id: UUID | None,
     expert_id: UUID | None,
     after: str | None,
-    limit: int,
-) -> tuple[list[asyncpg.Record], str | None]:
-    """Entries after the cursor `after`, oldest first, and the cursor of the next page."""
-    limit = cursors.limit(limit, "limit", 1, AUDIT_PAGE_MAX)
-    after_seq = 0 if after is None or after == "" else cursors.seq(after)
+    first: int | str,
+    field: str = "first",
+) -> Page[asyncpg.Record]:
+    """Entries after the cursor `after`, oldest first."""
+    size = paging.size(first, field)
+    after_seq = _after(after)
     # a token limited to one project reads that project's log only
     project_id = project_id or getattr(customer_scope, "project_id", None)
     if project_id is not None:
         await projects.get_project(db, project_id, customer_scope)
-    rows = await db.fetch(
-        Q["audit_log_page"], customer_scope, project_id, expert_id, after_seq, limit + 1
-    )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (str(rows[-1]["seq"]) if more else None)
+    return await paging.read(
+        db, "audit_log_page", customer_scope, project_id, expert_id, after_seq,
+        first=size, cursor=lambda r: cursors.encode(KIND, str(r["seq"])),
+    )  # fmt: skip
+
+
+def legacy_next_cursor(page: Page[asyncpg.Record]) -> str | None:
+    """The deprecated `nextCursor`: the last entry's number, null on the last page."""
+    return str(page.rows[-1]["seq"]) if page.has_next else None

@@ -9,10 +9,10 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from taskroute.auth import parse_id
-from taskroute.resolvers import batches, cursors, ingest, payload_audit, payloads
+from taskroute.resolvers import batches, ingest, payload_audit, payloads
 from taskroute.resolvers import validation as v
 
-from .common import json_object, services, viewer
+from .common import json_object, page_info, page_size, services, viewer
 
 
 async def add_tasks(request: Request) -> Response:
@@ -62,16 +62,19 @@ def _uuid_param(request: Request, name: str, what: str) -> Any:
 
 
 async def audit_log(request: Request) -> Response:
+    """A page of the payload audit: `?first=&after=` and `page_info`, as GraphQL's payloadAudit;
+    `limit`, `next_cursor` and each entry's `cursor` (raw numbers) are the deprecated forms."""
     scope = (await viewer(request)).customer_scope()
     s = services(request)
-    raw_limit = cursors.limit(request.query_params.get("limit", "100"), "limit", 1, 10**9)
-    rows, next_cursor = await payload_audit.audit_page(
+    first, field = page_size(request)
+    page = await payload_audit.audit_page(
         s.db,
         scope,
         _uuid_param(request, "project_id", "project"),
         _uuid_param(request, "expert_id", "expert"),
         request.query_params.get("after"),
-        raw_limit,
+        first,
+        field,
     )
     entries = [
         {
@@ -83,9 +86,15 @@ async def audit_log(request: Request) -> Response:
             "action": r["action"],
             "at": r["at"].isoformat(),
         }
-        for r in rows
+        for r in page.rows
     ]
-    return JSONResponse({"entries": entries, "next_cursor": next_cursor})
+    return JSONResponse(
+        {
+            "entries": entries,
+            "page_info": page_info(page),
+            "next_cursor": payload_audit.legacy_next_cursor(page),
+        }
+    )
 
 
 routes = [

@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse
 
 from taskroute.auth import Viewer, authenticate
 from taskroute.errors import BadInput, TaskrouteError, Unavailable
+from taskroute.resolvers.paging import Page
 from taskroute.services import Services
 
 
@@ -68,3 +69,18 @@ async def json_object(
         if name not in body:
             raise BadInput(f"{name} is required", field=name)
     return body
+
+
+def page_size(request: Request) -> tuple[str, str]:
+    """A listing's `first` (or the deprecated `limit`) as sent, and which of the two it was."""
+    query = request.query_params
+    if "first" in query and "limit" in query:
+        raise BadInput("give first or limit, not both", field="limit")
+    if "limit" in query:
+        return query["limit"], "limit"
+    return query.get("first", "100"), "first"
+
+
+def page_info(page: Page[Any]) -> dict[str, Any]:
+    """GraphQL's pageInfo for REST: pass `end_cursor` as `after` while `has_next_page`."""
+    return {"has_next_page": page.has_next, "end_cursor": page.end_cursor}

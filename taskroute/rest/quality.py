@@ -14,10 +14,10 @@ from starlette.routing import Route
 from taskroute.auth import parse_id
 from taskroute.db.pool import Database
 from taskroute.errors import BadInput
-from taskroute.resolvers import answer_schema, batches, cursors, projects
+from taskroute.resolvers import answer_schema, batches, projects
 from taskroute.resolvers.quality import adjudication, gold, policy, result_feed
 
-from .common import json_body, json_object, services, viewer
+from .common import json_body, json_object, page_info, page_size, services, viewer
 
 STREAM_PAGE = 500  # rows per database round trip while streaming
 
@@ -46,11 +46,12 @@ async def _owned_project(request: Request) -> UUID:
 
 
 async def results(request: Request) -> Response:
-    """Resolved items, one JSON object per line, in item-id order; `?after=<item_id>` resumes."""
+    """Resolved items, one JSON object per line, in item-id order; `?after=<item_id>` (or a
+    cursor of `itemResults`) resumes."""
     project_id = await _owned_project(request)
     db = services(request).db
     after = request.query_params.get("after")
-    result_feed.parse_result_cursor(after)  # a bad cursor is a 422 before the stream starts
+    result_feed.result_after(after)  # a bad cursor is a 422 before the stream starts
 
     async def lines(db: Database, after: str | None) -> AsyncIterator[str]:
         # One short connection per page: a slow reader never pins a pooled connection.
@@ -58,22 +59,21 @@ async def results(request: Request) -> Response:
             page = await result_feed.results_page(db, project_id, after, STREAM_PAGE)
             for r in page.rows:
                 yield _result_line(r)
-            if not page.has_more:
+            if not page.has_next:
                 return
-            after = page.cursor
+            after = page.end_cursor
 
     return StreamingResponse(lines(db, after), media_type="application/x-ndjson")
 
 
 async def result_changes(request: Request) -> Response:
+    """A page of the change feed: `?first=&after=` and `page_info`, as GraphQL's
+    itemResultChanges; `limit`, `cursor`, `has_more` and each change's `cursor` (raw numbers)
+    are the deprecated forms."""
     project_id = await _owned_project(request)
-    first = request.query_params.get("limit", "100")
-    page = await result_feed.changes_page(
-        services(request).db,
-        project_id,
-        request.query_params.get("after"),
-        cursors.limit(first, "limit", 1, result_feed.MAX_PAGE),
-    )
+    first, field = page_size(request)
+    after = request.query_params.get("after")
+    page = await result_feed.changes_page(services(request).db, project_id, after, first, field)
     changes = [
         {
             "cursor": str(r["seq"]),
@@ -87,7 +87,14 @@ async def result_changes(request: Request) -> Response:
         }
         for r in page.rows
     ]
-    return JSONResponse({"changes": changes, "cursor": page.cursor, "has_more": page.has_more})
+    return JSONResponse(
+        {
+            "changes": changes,
+            "page_info": page_info(page),
+            "cursor": result_feed.legacy_change_cursor(page, after),
+            "has_more": page.has_next,
+        }
+    )
 
 
 def _policy_json(row: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.relay import PageInfo
 
 from taskroute.auth import Viewer, hash_token, load_viewer, parse_bearer, parse_id
-from taskroute.resolvers import accounts, cursors
+from taskroute.resolvers import accounts
 from taskroute.schema.paging import page_info
 
 from .context import Context
@@ -252,16 +252,6 @@ class AdminAuditConnection:
     page_info: PageInfo
 
 
-def _audit_cursor(seq: int) -> str:
-    return cursors.encode("audit", str(seq))
-
-
-def _audit_after(raw: str | None) -> int:
-    if raw is None:
-        return 0
-    return cursors.decode_seq(raw, "audit")
-
-
 def _opt_id(raw: strawberry.ID | None, what: str) -> Any:
     return None if raw is None else parse_id(raw, what)
 
@@ -307,11 +297,8 @@ class AccountsQuery:
     ) -> ExpertConnection:
         (await info.context.viewer()).require_admin()
         found = await accounts.experts_page(info.context.db, skill, status, search, after, first)
-        edges = [
-            ExpertEdge(cursor=accounts.encode_cursor("expert", r), node=Expert.of(r))
-            for r in found.rows
-        ]
-        return ExpertConnection(edges=edges, page_info=page_info(edges, found.has_next, after))
+        edges = [ExpertEdge(cursor=c, node=Expert.of(r)) for c, r in found.pairs()]
+        return ExpertConnection(edges=edges, page_info=page_info(found, after))
 
     @strawberry.field(description="Admins: one expert.")
     async def expert(self, info: Info, id: strawberry.ID) -> Expert:
@@ -328,11 +315,8 @@ class AccountsQuery:
     ) -> CustomerConnection:
         (await info.context.viewer()).require_admin()
         found = await accounts.customers_page(info.context.db, search, after, first)
-        edges = [
-            CustomerEdge(cursor=accounts.encode_cursor("customer", r), node=Customer.of(r))
-            for r in found.rows
-        ]
-        return CustomerConnection(edges=edges, page_info=page_info(edges, found.has_next, after))
+        edges = [CustomerEdge(cursor=c, node=Customer.of(r)) for c, r in found.pairs()]
+        return CustomerConnection(edges=edges, page_info=page_info(found, after))
 
     @strawberry.field(
         description="Credentials of an account (admins: name it; others: their own), "
@@ -366,11 +350,11 @@ class AccountsQuery:
         (await info.context.viewer()).require_admin()
         found = await accounts.audit_page(
             info.context.db, _opt_id(subject_id, "subject"), action, actor,
-            _audit_after(after), first,
+            after, first,
         )  # fmt: skip
         edges = [
             AdminAuditEdge(
-                cursor=_audit_cursor(r["seq"]),
+                cursor=c,
                 node=AdminAuditEntry(
                     seq=r["seq"],
                     at=r["at"],
@@ -382,9 +366,9 @@ class AccountsQuery:
                     details=r["details"],
                 ),
             )
-            for r in found.rows
+            for c, r in found.pairs()
         ]
-        return AdminAuditConnection(edges=edges, page_info=page_info(edges, found.has_next, after))
+        return AdminAuditConnection(edges=edges, page_info=page_info(found, after))
 
 
 # --- mutations ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import strawberry
+from strawberry.relay import PageInfo
 
 
 @strawberry.type
@@ -33,7 +34,10 @@ class Ingest:
 
 @strawberry.type
 class AuditEntry:
-    cursor: str
+    cursor: str = strawberry.field(
+        deprecation_reason="The entry's number, for the deprecated auditLog; payloadAudit "
+        "pages by its edges' cursors."
+    )
     expert_id: strawberry.ID
     customer_id: strawberry.ID
     project_id: strawberry.ID
@@ -53,6 +57,18 @@ class AuditEntry:
             action=row["action"],
             at=row["at"],
         )
+
+
+@strawberry.type
+class AuditEntryEdge:
+    cursor: str
+    node: AuditEntry
+
+
+@strawberry.type
+class AuditEntryConnection:
+    edges: list[AuditEntryEdge]
+    page_info: PageInfo
 
 
 @strawberry.type

@@ -1,18 +1,21 @@
-"""GraphQL of batches: addTasks and auditLog (createProject lives in projects.py)."""
+"""GraphQL of batches: addTasks and the payload audit (createProject lives in projects.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import asyncpg
 import strawberry
 
 from taskroute.auth import parse_id
 from taskroute.resolvers import batches, ingest, payload_audit
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.paging import Page
 
-from .batch_types import AuditEntry, AuditPage, Ingest
+from .batch_types import AuditEntry, AuditEntryConnection, AuditEntryEdge, AuditPage, Ingest
 from .context import Context
 from .inputs import TaskInput, as_dict
+from .paging import page_info
 from .types import Project
 
 Info = strawberry.Info[Context, None]
@@ -59,7 +62,26 @@ class BatchesMutation:
 
 @strawberry.type
 class BatchesQuery:
-    @strawberry.field
+    @strawberry.field(
+        description="Who received which task's payload, when, oldest first (customers: their "
+        "projects; admins: all)."
+    )
+    async def payload_audit(
+        self,
+        info: Info,
+        project_id: strawberry.ID | None = None,
+        expert_id: strawberry.ID | None = None,
+        after: str | None = None,
+        first: int = 100,
+    ) -> AuditEntryConnection:
+        page = await _audit_page(info, project_id, expert_id, after, first, "first")
+        edges = [AuditEntryEdge(cursor=c, node=AuditEntry.of(r)) for c, r in page.pairs()]
+        return AuditEntryConnection(edges=edges, page_info=page_info(page, after))
+
+    @strawberry.field(
+        deprecation_reason="Use payloadAudit: a connection like every other listing (its "
+        "`after` takes this field's cursors too)."
+    )
     async def audit_log(
         self,
         info: Info,
@@ -69,13 +91,27 @@ class BatchesQuery:
         limit: int = 100,
     ) -> AuditPage:
         """Who received which task's payload, when (customers: own projects; admin: all)."""
-        scope = (await info.context.viewer()).customer_scope()
-        rows, next_cursor = await payload_audit.audit_page(
-            info.context.db,
-            scope,
-            parse_id(project_id, "project") if project_id is not None else None,
-            parse_id(expert_id, "expert") if expert_id is not None else None,
-            after,
-            limit,
+        page = await _audit_page(info, project_id, expert_id, after, limit, "limit")
+        return AuditPage(
+            entries=[AuditEntry.of(r) for r in page.rows],
+            next_cursor=payload_audit.legacy_next_cursor(page),
         )
-        return AuditPage(entries=[AuditEntry.of(r) for r in rows], next_cursor=next_cursor)
+
+
+async def _audit_page(
+    info: Info,
+    project_id: strawberry.ID | None,
+    expert_id: strawberry.ID | None,
+    after: str | None,
+    first: int,
+    field: str,
+) -> Page[asyncpg.Record]:
+    return await payload_audit.audit_page(
+        info.context.db,
+        (await info.context.viewer()).customer_scope(),
+        parse_id(project_id, "project") if project_id is not None else None,
+        parse_id(expert_id, "expert") if expert_id is not None else None,
+        after,
+        first,
+        field,
+    )

@@ -58,13 +58,13 @@ async def project_remaining_history(
     )
     edges = [
         RemainingPointEdge(
-            cursor=p.cursor(found.bucket_seconds),
+            cursor=c,
             node=RemainingPoint(at=p.at, remaining=p.remaining, added=p.added, finished=p.finished),
         )
-        for p in found.points
+        for c, p in found.page.pairs()
     ]
     return RemainingHistory(
         bucket_seconds=found.bucket_seconds,
         edges=edges,
-        page_info=page_info(edges, found.has_next, after),
+        page_info=page_info(found.page, after),
     )

@@ -40,11 +40,5 @@ class CustomerViewsQuery:
         found = await customer_views.projects_page(
             info.context.db, viewer.customer_scope(), status, after, first
         )
-        edges = [
-            ProjectEdge(cursor=customer_views.encode_cursor(r), node=Project.of(r))
-            for r in found.rows
-        ]
-        return ProjectConnection(
-            edges=edges,
-            page_info=page_info(edges, found.has_next, after),
-        )
+        edges = [ProjectEdge(cursor=c, node=Project.of(r)) for c, r in found.pairs()]
+        return ProjectConnection(edges=edges, page_info=page_info(found, after))

@@ -177,13 +177,8 @@ class LedgerQuery:
             parse_id(project_id, "project") if project_id is not None else None,
         )
         found = await ledger.page(db, scope, after, first)
-        edges = [
-            PayoutEdge(cursor=ledger.encode_cursor(r["seq"]), node=Payout.of(r)) for r in found.rows
-        ]
-        return PayoutConnection(
-            edges=edges,
-            page_info=page_info(edges, found.has_next, after),
-        )
+        edges = [PayoutEdge(cursor=c, node=Payout.of(r)) for c, r in found.pairs()]
+        return PayoutConnection(edges=edges, page_info=page_info(found, after))
 
     @strawberry.field(
         description="An expert's balance (experts: their own), optionally per project."
@@ -250,12 +245,9 @@ class LedgerQuery:
         found = await acceptance.page(info.context.db, project["id"], status, after, first)
         edges = [
             AssignmentReviewEdge(cursor=c, node=AssignmentReview.of(r), answer=r.answer)
-            for r, c in zip(found.reviews, found.cursors, strict=True)
+            for c, r in found.pairs()
         ]
-        return AssignmentReviewConnection(
-            edges=edges,
-            page_info=page_info(edges, found.has_next, after),
-        )
+        return AssignmentReviewConnection(edges=edges, page_info=page_info(found, after))
 
 
 def _assignment_ids(raw: list[strawberry.ID]) -> list[Any]:

@@ -6,7 +6,9 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+import asyncpg
 import strawberry
+from strawberry.relay import PageInfo
 from strawberry.scalars import JSON
 
 from taskroute.auth import parse_id
@@ -15,6 +17,7 @@ from taskroute.resolvers.quality import gold, pausing, policy, report, result_fe
 
 from .context import Context
 from .inputs import TaskInput
+from .paging import page_info
 
 Info = strawberry.Info[Context, None]
 
@@ -119,6 +122,18 @@ class ItemResult:
 
 
 @strawberry.type
+class ItemResultEdge:
+    cursor: str
+    node: ItemResult
+
+
+@strawberry.type
+class ItemResultConnection:
+    edges: list[ItemResultEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
 class ResultPage:
     items: list[ItemResult]
     # pass as `after` for the next page (unchanged when this page is empty)
@@ -128,7 +143,10 @@ class ResultPage:
 
 @strawberry.type
 class ResultChange:
-    cursor: str
+    cursor: str = strawberry.field(
+        deprecation_reason="The change's number, for the deprecated resultChanges; "
+        "itemResultChanges pages by its edges' cursors."
+    )
     item_id: strawberry.ID
     external_id: str | None
     version: int
@@ -137,6 +155,31 @@ class ResultChange:
     answer: JSON | None
     agreement: float | None
     at: datetime
+
+    @classmethod
+    def of(cls, r: asyncpg.Record) -> ResultChange:
+        return cls(
+            cursor=str(r["seq"]),
+            item_id=strawberry.ID(str(r["item_id"])),
+            external_id=r["external_id"],
+            version=r["version"],
+            change=r["change"],
+            answer=r["answer"],
+            agreement=r["agreement"],
+            at=r["at"],
+        )
+
+
+@strawberry.type
+class ResultChangeEdge:
+    cursor: str
+    node: ResultChange
+
+
+@strawberry.type
+class ResultChangeConnection:
+    edges: list[ResultChangeEdge]
+    page_info: PageInfo
 
 
 @strawberry.type
@@ -225,36 +268,55 @@ class QualityQuery:
         rows = await gold.gold_pool(info.context.db, project["id"])
         return [GoldPoolSkill(**dict(r)) for r in rows]
 
-    @strawberry.field
+    @strawberry.field(description="Resolved items in item-id order.")
+    async def item_results(
+        self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
+    ) -> ItemResultConnection:
+        project = await _project(info, project_id)
+        page = await result_feed.results_page(info.context.db, project["id"], after, first)
+        edges = [ItemResultEdge(cursor=c, node=ItemResult.of(r)) for c, r in page.pairs()]
+        return ItemResultConnection(edges=edges, page_info=page_info(page, after))
+
+    @strawberry.field(
+        description="The feed of resolved, re-resolved and retracted results, in commit order."
+    )
+    async def item_result_changes(
+        self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
+    ) -> ResultChangeConnection:
+        project = await _project(info, project_id)
+        page = await result_feed.changes_page(info.context.db, project["id"], after, first)
+        edges = [ResultChangeEdge(cursor=c, node=ResultChange.of(r)) for c, r in page.pairs()]
+        return ResultChangeConnection(edges=edges, page_info=page_info(page, after))
+
+    @strawberry.field(
+        deprecation_reason="Use itemResults: a connection like every other listing (its "
+        "`after` takes this field's cursors too)."
+    )
     async def results(
         self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
     ) -> ResultPage:
         project = await _project(info, project_id)
         page = await result_feed.results_page(info.context.db, project["id"], after, first)
         return ResultPage(
-            items=[ItemResult.of(r) for r in page.rows], cursor=page.cursor, has_more=page.has_more
+            items=[ItemResult.of(r) for r in page.rows],
+            cursor=result_feed.legacy_result_cursor(page, after),
+            has_more=page.has_next,
         )
 
-    @strawberry.field
+    @strawberry.field(
+        deprecation_reason="Use itemResultChanges: a connection like every other listing (its "
+        "`after` takes this field's cursors too)."
+    )
     async def result_changes(
         self, info: Info, project_id: strawberry.ID, after: str | None = None, first: int = 100
     ) -> ResultChangePage:
         project = await _project(info, project_id)
         page = await result_feed.changes_page(info.context.db, project["id"], after, first)
-        changes = [
-            ResultChange(
-                cursor=str(r["seq"]),
-                item_id=strawberry.ID(str(r["item_id"])),
-                external_id=r["external_id"],
-                version=r["version"],
-                change=r["change"],
-                answer=r["answer"],
-                agreement=r["agreement"],
-                at=r["at"],
-            )
-            for r in page.rows
-        ]
-        return ResultChangePage(changes=changes, cursor=page.cursor, has_more=page.has_more)
+        return ResultChangePage(
+            changes=[ResultChange.of(r) for r in page.rows],
+            cursor=result_feed.legacy_change_cursor(page, after),
+            has_more=page.has_next,
+        )
 
     @strawberry.field
     async def quality_report(self, info: Info, project_id: strawberry.ID) -> QualityReport:

@@ -209,7 +209,7 @@ class Project:
     # the burn-down's history (burndown.py)
     remaining_history: burndown.RemainingHistory = strawberry.field(
         resolver=burndown.project_remaining_history,
-        description="Remaining work over time, oldest first, in buckets (at most 500 a page).",
+        description="Remaining work over time, oldest first, in buckets (at most 1000 a page).",
     )
 
     @strawberry.field

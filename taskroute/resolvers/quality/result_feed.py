@@ -1,65 +1,73 @@
-"""A project's results and their change feed, page by page, and the cursors of both."""
+"""A project's results (in item-id order) and their change feed (in commit order), page by page.
+
+Both page like every listing (resolvers/paging.py, opaque cursors). The deprecated shapes
+(GraphQL `results`/`resultChanges`, REST's `cursor`/`has_more`) hand out the raw item id and the
+raw change number as cursors, kept as they were for the scripts written against them; `after`
+takes either form everywhere, so a position a client kept carries over to the connections.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Generic, TypeVar
 from uuid import UUID
 
 import asyncpg
 
 from taskroute.db.pool import Database
-from taskroute.db.queries import Q
 from taskroute.errors import BadInput
-from taskroute.resolvers import cursors
-from taskroute.resolvers import validation as v
+from taskroute.resolvers import cursors, paging
+from taskroute.resolvers.paging import Page
 
-MAX_PAGE = 1000
-
-
-def _page_size(first: int) -> int:
-    return v.integer(first, "first", 1, MAX_PAGE)
+RESULT = "result"
+CHANGE = "change"
 
 
-def parse_result_cursor(after: str | None) -> UUID | None:
-    if after is None or after == "":
+def result_after(raw: str | None) -> UUID | None:
+    """The item id a results page starts after; an empty cursor is the start."""
+    if raw is None or raw == "":
         return None
     try:
-        return UUID(after)
+        return cursors.decode_uuid(raw, RESULT)
+    except BadInput:
+        pass
+    try:
+        return UUID(raw)  # the deprecated raw form
     except ValueError as exc:
-        raise BadInput("after must be a cursor returned by results", field="after") from exc
+        raise BadInput("after is not a cursor from this listing", field="after") from exc
 
 
-def parse_change_cursor(after: str | None) -> int:
-    if after is None or after == "":
+def change_after(raw: str | None) -> int:
+    """The change number a feed page starts after; an empty cursor is the start."""
+    if raw is None or raw == "":
         return 0
-    return cursors.seq(after)
-
-
-C = TypeVar("C", str, str | None)
-
-
-@dataclass(frozen=True)
-class Page(Generic[C]):
-    rows: list[asyncpg.Record]
-    # pass as `after` for the next page (unchanged when this page is empty)
-    cursor: C
-    # another page follows (one row past the page was read to know)
-    has_more: bool
+    try:
+        return cursors.decode_seq(raw, CHANGE)
+    except BadInput:
+        return cursors.seq(raw)  # the deprecated raw form
 
 
 async def results_page(
     db: Database, project_id: UUID, after: str | None, first: int
-) -> Page[str | None]:
-    first = _page_size(first)
-    rows = await db.fetch(Q["results_page"], project_id, parse_result_cursor(after), first + 1)
-    rows, more = rows[:first], len(rows) > first
-    return Page(rows, str(rows[-1]["item_id"]) if rows else after, more)
+) -> Page[asyncpg.Record]:
+    return await paging.read(
+        db, "results_page", project_id, result_after(after), first=paging.size(first),
+        cursor=lambda r: cursors.encode(RESULT, str(r["item_id"])),
+    )  # fmt: skip
 
 
-async def changes_page(db: Database, project_id: UUID, after: str | None, first: int) -> Page[str]:
-    first = _page_size(first)
-    start = parse_change_cursor(after)
-    rows = await db.fetch(Q["result_changes_page"], project_id, start, first + 1)
-    rows, more = rows[:first], len(rows) > first
-    return Page(rows, str(rows[-1]["seq"] if rows else start), more)
+async def changes_page(
+    db: Database, project_id: UUID, after: str | None, first: int | str, field: str = "first"
+) -> Page[asyncpg.Record]:
+    return await paging.read(
+        db, "result_changes_page", project_id, change_after(after),
+        first=paging.size(first, field), cursor=lambda r: cursors.encode(CHANGE, str(r["seq"])),
+    )  # fmt: skip
+
+
+def legacy_result_cursor(page: Page[asyncpg.Record], after: str | None) -> str | None:
+    """The deprecated page cursor: the last item's id (unchanged when the page is empty)."""
+    return str(page.rows[-1]["item_id"]) if page.rows else after
+
+
+def legacy_change_cursor(page: Page[asyncpg.Record], after: str | None) -> str:
+    """The deprecated page cursor: the last change's number (where it started when empty)."""
+    return str(page.rows[-1]["seq"] if page.rows else change_after(after))
