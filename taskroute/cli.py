@@ -33,6 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from taskroute.db.migrate import migrate_url
+    from taskroute.websocket_protocol import LeanWebSocketsProtocol
 
     settings = Settings.from_env()
     url, server = _database_url(settings)
@@ -50,6 +51,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         workers=args.workers,
         loop="uvloop",
         http="httptools",
+        # uvicorn's sans-I/O WebSockets, keeping less per idle connection (websocket_protocol.py)
+        ws=LeanWebSocketsProtocol,
         ws_ping_interval=20,
         # SIGTERM: requests still running after this are cancelled (drain.py)
         # (uvicorn takes whole seconds: rounded up, never shorter than asked)

@@ -20,6 +20,7 @@ import uvicorn
 
 from taskroute.app import create_app
 from taskroute.config import Settings
+from taskroute.websocket_protocol import LeanWebSocketsProtocol
 
 ADMIN_TOKEN = "admin-test-token"
 
@@ -228,6 +229,7 @@ class InProcessServer:
             port=self.port,
             log_level="warning",
             lifespan="on",
+            ws=LeanWebSocketsProtocol,  # as `taskroute serve` runs it
             ws_ping_interval=None,
         )
         self.server = uvicorn.Server(config)
