@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
+from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of, wait_for
 
 PAYOUTS = """query($e: ID, $p: ID, $a: String, $f: Int!) {
   payouts(expertId: $e, projectId: $p, after: $a, first: $f) {
@@ -43,14 +43,31 @@ async def _all_payouts(api: Api, token: str, **scope: str) -> list[dict[str, Any
         after = conn["pageInfo"]["endCursor"]
 
 
-async def _work(api: Api, token: str, receipts: list[dict[str, Any]]) -> None:
+async def _next_claim(api: Api, token: str, customer: str, pid: str) -> dict[str, Any] | None:
+    """The expert's next claim, or None once no slot of the project is open. An empty claim
+    alone does not say that: a claim skips the rows other experts' claims hold locked at that
+    instant (SKIP LOCKED), and a slot of an item this expert answered waits for another one."""
+
+    async def claimed_or_finished() -> dict[str, Any] | str | None:
+        claim = await api.claim(token)
+        if claim is not None:
+            return claim
+        return "finished" if (await api.progress(customer, pid))["open"] == 0 else None
+
+    got = await wait_for(claimed_or_finished, "a claim or no open slot")
+    return got if isinstance(got, dict) else None
+
+
+async def _work(
+    api: Api, token: str, receipts: list[dict[str, Any]], customer: str, pid: str
+) -> None:
     """Claim and submit until nothing is left; submit some twice (same receipt back).
 
     Everyone gives the same answer, so redundant answers agree and no adjudication task (extra,
     paid work) is created: the test is about the ledger, not about quality.
     """
     n = 0
-    while (claim := await api.claim(token)) is not None:
+    while (claim := await _next_claim(api, token, customer, pid)) is not None:
         receipt = await api.submit(token, claim["assignmentId"], {"grade": 1})
         if n % 2 == 0:
             again = await api.submit(token, claim["assignmentId"], {"grade": 1})
@@ -66,7 +83,9 @@ async def test_ledger_sums_equal_receipts(api: Api, db: asyncpg.Connection) -> N
     ]["id"]
     experts = [await api.create_expert(["grading"], name=f"e{i}") for i in range(3)]
     receipts: dict[str, list[dict[str, Any]]] = {e["id"]: [] for e in experts}
-    await asyncio.gather(*(_work(api, e["token"], receipts[e["id"]]) for e in experts))
+    await asyncio.gather(
+        *(_work(api, e["token"], receipts[e["id"]], customer, pid) for e in experts)
+    )
     assert sum(len(r) for r in receipts.values()) == 14
 
     for e in experts:
