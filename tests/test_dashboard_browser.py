@@ -193,11 +193,13 @@ async def test_dashboard_draws_burndown_throughput_badges_and_alerts(
                 # The alert is listed with its time: the very instant the API recorded.
                 alerts = (
                     await api.gql(
-                        "query($p: ID!) { project(id: $p) { alerts { createdAt message } } }",
+                        "query($p: ID!) { project(id: $p) { alertHistory(first: 1)"
+                        " { edges { node { createdAt message } } } } }",
                         {"p": risky},
                         tok,
                     )
-                )["project"]["alerts"]
+                )["project"]["alertHistory"]["edges"]
+                alerts = [e["node"] for e in alerts]
                 item = page.locator(f"{r} [data-testid=alert]").first
                 assert (
                     await item.locator("time").get_attribute("datetime") == alerts[0]["createdAt"]

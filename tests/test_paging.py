@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
+
 from .helpers import ADMIN_TOKEN, Api, tasks_of
 
 MAX_FIRST = 1000
@@ -172,9 +174,46 @@ LISTINGS = [
     "customers(first: $f) { pageInfo { hasNextPage } }",
     "adminAudit(first: $f) { pageInfo { hasNextPage } }",
     "project(id: $p) { remainingHistory(first: $f) { pageInfo { hasNextPage } } }",
+    "project(id: $p) { alertHistory(first: $f) { pageInfo { hasNextPage } } }",
     "results(projectId: $p, first: $f) { hasMore }",
     "resultChanges(projectId: $p, first: $f) { hasMore }",
 ]
+
+
+ALERTS = """query($p: ID!, $a: String, $f: Int!) { project(id: $p) {
+  alertHistory(after: $a, first: $f) {
+    edges { cursor node { message } } pageInfo { hasNextPage endCursor } } } }"""
+
+
+async def test_alert_history_pages_newest_first(api: Api, db: asyncpg.Connection) -> None:
+    customer = await api.create_customer()
+    pid = (await api.create_project(customer["token"], tasks_of("s", 1)))["project"]["id"]
+    # Alerts come from the deadline job's flips; four of them written as it writes them.
+    for i in range(4):
+        await db.execute(
+            "INSERT INTO project_alerts (project_id, kind, message, remaining)"
+            " VALUES ($1, 'at_risk', $2, 1)",
+            pid,
+            f"alert {i}",
+        )
+
+    async def pages(first: int) -> list[dict[str, Any]]:
+        got, after = [], None
+        while True:
+            v = {"p": pid, "a": after, "f": first}
+            page = (await api.gql(ALERTS, v, customer["token"]))["project"]["alertHistory"]
+            got.append(page)
+            if not page["pageInfo"]["hasNextPage"]:
+                return got
+            after = page["pageInfo"]["endCursor"]
+
+    newest_first = [f"alert {i}" for i in (3, 2, 1, 0)]
+    for first, sizes in ((4, [4]), (2, [2, 2]), (3, [3, 1]), (1, [1, 1, 1, 1])):
+        got = await pages(first)
+        assert [len(p["edges"]) for p in got] == sizes
+        assert [e["node"]["message"] for p in got for e in p["edges"]] == newest_first
+    body = await api.gql_raw(ALERTS, {"p": pid, "a": "bm9wZTox", "f": 2}, customer["token"])
+    assert body["errors"][0]["extensions"]["field"] == "after", body
 
 
 async def test_one_page_cap_for_every_listing(api: Api) -> None:

@@ -26,6 +26,7 @@ import asyncpg
 from taskroute.config import Settings
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
+from taskroute.resolvers import cursors, paging
 from taskroute.resolvers.forecast import Forecast, forecasts
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,18 @@ async def risk(db: Database, project_id: UUID) -> Risk:
 
 async def alerts(db: Database, project_id: UUID, limit: int = ALERTS_SHOWN) -> list[asyncpg.Record]:
     return await db.fetch(Q["alerts_for_project"], project_id, limit)
+
+
+async def alerts_page(
+    db: Database, project_id: UUID, after: str | None, first: int
+) -> paging.Page[asyncpg.Record]:
+    """The project's alerts, newest first."""
+    size = paging.size(first)
+    below = None if after is None else cursors.decode_seq(after, "alert")
+    return await paging.read(
+        db, "alerts_page", project_id, below, first=size,
+        cursor=lambda r: cursors.encode("alert", str(r["seq"])),
+    )  # fmt: skip
 
 
 async def latest_alert_seq(db: Database, project_id: UUID) -> int:

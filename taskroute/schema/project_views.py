@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import strawberry
+from strawberry.relay import PageInfo
 
 from taskroute.auth import parse_id
 from taskroute.resolvers import alerts as alert_domain
@@ -28,6 +29,7 @@ from taskroute.resolvers import forecast as fc
 from taskroute.resolvers.projects import visible_project
 
 from .context import Context
+from .paging import page_info
 
 Info = strawberry.Info[Context, None]
 
@@ -156,6 +158,18 @@ class Alert:
 
 
 @strawberry.type
+class AlertEdge:
+    cursor: str
+    node: Alert
+
+
+@strawberry.type
+class AlertConnection:
+    edges: list[AlertEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
 class ForecastUpdate:
     forecast: Forecast
     alert: Alert | None = strawberry.field(description="an alert recorded since the last update")
@@ -182,6 +196,14 @@ async def project_forecast(root: strawberry.Parent[Any], info: Info) -> Forecast
 
 async def _project_forecast_by_id(info: Info, project_id: Any) -> Forecast:
     return await _forecast(info, await _project(info, project_id))
+
+
+async def project_alert_history(
+    root: strawberry.Parent[Any], info: Info, after: str | None = None, first: int = 20
+) -> AlertConnection:
+    page = await alert_domain.alerts_page(info.context.db, parse_id(root.id), after, first)
+    edges = [AlertEdge(cursor=c, node=Alert.of(r)) for c, r in page.pairs()]
+    return AlertConnection(edges=edges, page_info=page_info(page, after))
 
 
 async def project_alerts(root: strawberry.Parent[Any], info: Info, first: int = 20) -> list[Alert]:

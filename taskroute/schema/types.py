@@ -205,7 +205,15 @@ class Project:
         resolver=project_views.project_progress_by_skill
     )
     forecast: project_views.Forecast = strawberry.field(resolver=project_views.project_forecast)
-    alerts: list[project_views.Alert] = strawberry.field(resolver=project_views.project_alerts)
+    alert_history: project_views.AlertConnection = strawberry.field(
+        resolver=project_views.project_alert_history,
+        description="Deadline alerts (a flip to at risk and back), newest first.",
+    )
+    alerts: list[project_views.Alert] = strawberry.field(
+        resolver=project_views.project_alerts,
+        deprecation_reason="Use alertHistory: a connection like every other listing "
+        "(this list silently returns at most 50).",
+    )
     # the burn-down's history (burndown.py)
     remaining_history: burndown.RemainingHistory = strawberry.field(
         resolver=burndown.project_remaining_history,

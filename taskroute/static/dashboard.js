@@ -16,7 +16,7 @@ const PROJECTS_QUERY = `query Dashboard {
     progressBySkill { skill total open claimed done failed canceled }
     forecast { remaining eta etaEarly etaLate onTrack atRisk throughputPerHour reasons
                 bySkill { skill remaining throughputPerHour extraExpertsNeeded reason } }
-    alerts(first: 5) { id kind message createdAt }
+    alertHistory(first: 5) { edges { node { id kind message createdAt } } }
   } } }
 }`;
 
@@ -142,7 +142,8 @@ function renderProject(p) {
       `${s.skill}: ${s.done}/${s.total}` + (why ? ` · ${why}` : ""),
       bar(pct(s.done, s.total, s.canceled), `${p.name} ${s.skill} progress`)));
   }
-  if (p.alerts.length) card.append(alertList(p.alerts));
+  const alerts = p.alertHistory.edges.map((e) => e.node);
+  if (alerts.length) card.append(alertList(alerts));
   return card;
 }
 

@@ -176,6 +176,13 @@ RETURNING *;
 -- $1 project_id, $2 max rows. Newest first.
 SELECT * FROM project_alerts WHERE project_id = $1 ORDER BY seq DESC LIMIT $2;
 
+-- name: alerts_page
+-- $1 project_id, $2 the seq a page continues below (NULL: from the newest), $3 max rows.
+-- Newest first.
+SELECT * FROM project_alerts
+WHERE project_id = $1 AND ($2::bigint IS NULL OR seq < $2)
+ORDER BY seq DESC LIMIT $3;
+
 -- name: alert_latest_seq
 -- $1 project_id. 0 when the project has no alert.
 SELECT coalesce(max(seq), 0) FROM project_alerts WHERE project_id = $1;
