@@ -206,7 +206,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await hygiene_once(jobs_db)
 
         jobs.every("lease sweeper", settings.sweep_interval, lambda: sweep_pass(jobs_db))
-        # on_review work past its auto-approval delay (issue 20), beside the sweeper
+        # on_review work past its auto-approval delay, beside the sweeper
         jobs.every("auto-approval", settings.sweep_interval, lambda: auto_approve_pass(jobs_db))
         jobs.every("deadline alerts", settings.forecast_interval, deadline_alerts)
         jobs.every("routing", settings.routing_interval, routing)

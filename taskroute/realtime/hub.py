@@ -132,7 +132,7 @@ class ProgressWatch:
         return counts
 
 
-# What a projectProgress update carries: the status (issue 13) and the counts.
+# What a projectProgress update carries: the status and the counts.
 _ZERO: dict[str, Any] = {
     "status": "active",
     "completed_at": None,

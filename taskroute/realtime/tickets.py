@@ -1,4 +1,4 @@
-"""Wake tickets: about one wake-up per opened task across all server processes (issue 16).
+"""Wake tickets: about one wake-up per opened task across all server processes.
 
 Every process LISTENs to the skills its subscribers hold, so the NOTIFY of one opened task
 reaches all of them; each used to wake one idle subscriber of its own, and N processes woke N

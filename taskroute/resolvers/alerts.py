@@ -1,6 +1,6 @@
 """Deadline risk alerts: a periodic job judges every deadline and records each flip once.
 
-Alerts fire on projects that will miss, not on young ones (issue 17):
+Alerts fire on projects that will miss, not on young ones:
 - on track -> at risk when work remains and either the deadline has passed, or the forecast
   rests on evidence (every skill with work left has a pace measured from at least
   `MIN_SAMPLES` submissions, or nobody present holds it) and its ETA is unknown or even the

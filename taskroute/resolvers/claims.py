@@ -64,7 +64,7 @@ class Receipt:
     assignment_id: UUID
     submitted_at: datetime
     pay_cents: int
-    # issue 20: 'paid' | 'pending_review' | 'pending_resolution' (the project's policy)
+    # 'paid' | 'pending_review' | 'pending_resolution' (the project's payment policy)
     pay_status: str = "paid"
 
 

@@ -94,7 +94,7 @@ def decode_chunk(body: str) -> list[TaskSpec]:
         meta_json, _, payload_json = line.partition("\t")
         meta = metas.get(meta_json)
         if meta is None:
-            # chunks stored before issue 13 have no answer schema (the 6th element)
+            # chunks stored before answer schemas existed have no 6th element
             skill, priority, external_id, gold, caps, *rest = json.loads(meta_json)
             meta = (skill, priority, external_id, gold, tuple(caps), rest[0] if rest else None)
             metas[meta_json] = meta
@@ -336,7 +336,7 @@ class IngestWorker:
                 max_attempts,
             )
             if row is not None and row["state"] == "failed":
-                # the batch no longer counts as work left: maybe nothing is (issue 13)
+                # the batch no longer counts as work left: maybe nothing is (completion)
                 await settle(conn, [row["project_id"]])
         if row is not None:
             log.warning(

@@ -1,4 +1,4 @@
-// The expert workbench (issue 13): claim, show the payload, a form from the answer schema,
+// The expert workbench: claim, show the payload, a form from the answer schema,
 // heartbeat with a countdown, submit, move on. With nothing to do it waits on the
 // `taskAvailable` subscription (graphql-transport-ws, token in connection_init): no polling.
 "use strict";

@@ -51,7 +51,7 @@ async def retract(
             await resolve_item(conn, item_id, refill=True)
         # relabelling reopens a completed project; a canceled adjudication may complete one
         await projects.settle(conn, [r["project_id"] for r in rows])
-        # issue 20: retracted answers are rejected (accepted ones only with a clawback)
+        # the payment policy: retracted answers are rejected (accepted ones only with a clawback)
         await acceptance.retracted(conn, [r["id"] for r in rows], reason, clawback)
         reversals = []
         if clawback and rows:
