@@ -70,6 +70,14 @@ def decode_seq(raw: str, kind: str, field: str = "after") -> int:
     return seq(decode(raw, kind, field), field)
 
 
+def decode_seq_or_raw(raw: str, kind: str, field: str = "after") -> int:
+    """An opaque `kind` cursor, or the raw number a deprecated page shape handed out."""
+    try:
+        return decode_seq(raw, kind, field)
+    except BadInput:
+        return seq(raw, field)
+
+
 def encode_keyset(kind: str, at: datetime, rid: UUID) -> str:
     return encode(kind, f"{at.isoformat()}|{rid}")
 

@@ -8,7 +8,6 @@ from uuid import UUID
 import asyncpg
 
 from taskroute.db.pool import Database
-from taskroute.errors import BadInput
 from taskroute.resolvers import cursors, paging, projects
 from taskroute.resolvers.paging import Page
 
@@ -18,12 +17,7 @@ KIND = "payload_audit"
 def _after(raw: str | None) -> int:
     """The entry a page starts after: an opaque cursor or (deprecated `auditLog`, REST's
     `next_cursor`) the raw entry number; an empty cursor is the start."""
-    if raw is None or raw == "":
-        return 0
-    try:
-        return cursors.decode_seq(raw, KIND)
-    except BadInput:
-        return cursors.seq(raw)
+    return 0 if raw is None or raw == "" else cursors.decode_seq_or_raw(raw, KIND)
 
 
 async def audit_page(

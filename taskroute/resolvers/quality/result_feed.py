@@ -37,12 +37,7 @@ def result_after(raw: str | None) -> UUID | None:
 
 def change_after(raw: str | None) -> int:
     """The change number a feed page starts after; an empty cursor is the start."""
-    if raw is None or raw == "":
-        return 0
-    try:
-        return cursors.decode_seq(raw, CHANGE)
-    except BadInput:
-        return cursors.seq(raw)  # the deprecated raw form
+    return 0 if raw is None or raw == "" else cursors.decode_seq_or_raw(raw, CHANGE)
 
 
 async def results_page(
