@@ -118,6 +118,24 @@ class Admission:
         seconds = min(float(RETRY_AFTER_MAX), overload) * random.uniform(0.5, 1.5)
         return max(1, min(RETRY_AFTER_MAX, math.floor(seconds)))
 
+    def would_refuse(self, priority: Priority) -> bool:
+        """Whether a request of this priority would be refused now (nothing counted)."""
+        if priority is Priority.JOB or (self._free > 0 and self._waiting == 0):
+            return False
+        return self._waiting >= self.max_waiting or (
+            priority is Priority.CLAIM and len(self._queues[priority]) >= self.max_claims_waiting
+        )
+
+    def refusal(self, priority: Priority) -> Overloaded | None:
+        """The refusal a request of this priority gets now (counted as refused), or None when
+        it may take a slot or wait for one. The server also asks before executing a claim, so
+        a claim that would be refused costs no GraphQL execution (graphql_http.py)."""
+        if not self.would_refuse(priority):
+            return None
+        metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
+        self.refused.add()
+        return Overloaded(priority, self.retry_after())
+
     async def acquire(self, priority: Priority, timeout: float) -> None:
         """Take a slot, waiting at most `timeout` seconds (then TimeoutError); raises
         Overloaded at once when this request's line is full."""
@@ -125,14 +143,10 @@ class Admission:
             self._free -= 1
             self.admitted.add()
             return
+        refusal = self.refusal(priority)
+        if refusal is not None:
+            raise refusal
         queue = self._queues[priority]
-        if priority is not Priority.JOB and (
-            self._waiting >= self.max_waiting
-            or (priority is Priority.CLAIM and len(queue) >= self.max_claims_waiting)
-        ):
-            metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
-            self.refused.add()
-            raise Overloaded(priority, self.retry_after())
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         queue.append(fut)
         self._waiting += 1

@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from cross_web import HTTPException
-from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
+from graphql import FieldNode, GraphQLError, OperationDefinitionNode, OperationType, parse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLHTTPResponse, process_result
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData, process_result
 from strawberry.schema.exceptions import (
     CannotGetOperationTypeError,
     InvalidOperationTypeError,
@@ -52,9 +53,11 @@ from strawberry.subscriptions import (
 )
 from strawberry.types import ExecutionResult
 
+from taskroute.admission import Priority
 from taskroute.auth import authenticate
 from taskroute.errors import TaskrouteError, Unavailable
 from taskroute.schema.limits import MAX_TOKENS
+from taskroute.schema.pipeline import parse_cached
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 SUBSCRIPTIONS_OVER_WS = (
@@ -153,10 +156,29 @@ SUBSCRIPTION_PROTOCOLS = (
 )
 
 
+# Distinct Accept headers whose stream transport is remembered (clients send a handful).
+ACCEPT_CACHE = 64
+
+
 class SpecGraphQL(GraphQL[Any, None]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("subscription_protocols", SUBSCRIPTION_PROTOCOLS)
         super().__init__(*args, **kwargs)
+        self._transport_by_accept: dict[str, Any] = {}
+
+    def _get_stream_transport_from_headers(self, headers: Mapping[str, str]) -> Any:
+        # strawberry asks each stream transport whether it accepts the `Accept` header, the
+        # multipart one through email.message's header parser, twice per request: ~5% of a
+        # server process's CPU on the hot path (py-spy, bench/load.py). The answer depends on
+        # the header alone, so it is remembered per distinct header.
+        accept = headers.get("accept") or ""
+        try:
+            return self._transport_by_accept[accept]
+        except KeyError:
+            transport = super()._get_stream_transport_from_headers({"accept": accept})
+            if len(self._transport_by_accept) < ACCEPT_CACHE:
+                self._transport_by_accept[accept] = transport
+            return transport
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -181,7 +203,7 @@ class SpecGraphQL(GraphQL[Any, None]):
             await response(scope, receive, send)
             return
         if not wants_ide:
-            refused = await self._authenticate(request)
+            refused = await self._authenticate(request) or await self._claim_refusal(request)
             if refused is not None:
                 await refused(scope, receive, send)
                 return
@@ -213,6 +235,35 @@ class SpecGraphQL(GraphQL[Any, None]):
             return response
         return None
 
+    async def _claim_refusal(self, request: Request) -> Response | None:
+        """An expert's claim that the admission gate would refuse now is answered before
+        strawberry runs, with the answer the resolver would have given (`claimNextTask: null`,
+        UNAVAILABLE / overloaded with `retryAfter`). Past capacity most requests are such
+        claims, and executing each one only to refuse it cost the server a request's work
+        (bench/load.py at 2,000 experts: a refused claim for every cycle served)."""
+        gate = request.state.services.db.admission
+        viewer = request.state.viewer
+        if (
+            gate is None
+            or request.method != "POST"
+            or viewer.role != "expert"
+            or not gate.would_refuse(Priority.CLAIM)
+        ):
+            return None
+        fields = _claim_fields(await request.body(), self.parse_json)
+        refusal = gate.refusal(Priority.CLAIM) if fields else None
+        if refusal is None:
+            return None
+        errors = [
+            GraphQLError(refusal.message, node, path=[key], extensions=refusal.extensions)
+            for key, node in fields
+        ]
+        media = request.state.graphql_media
+        body = {"data": {key: None for key, _ in fields}, "errors": [e.formatted for e in errors]}
+        content_type = f"{media}; charset=utf-8" if media == GRAPHQL_RESPONSE else JSON
+        headers = {"content-type": content_type, "Retry-After": str(refusal.retry_after)}
+        return Response(json.dumps(body), headers=headers)
+
     def _http_error(self, request: Request, exc: HTTPException) -> Response:
         media = request.state.graphql_media
         # GraphQL-over-HTTP: a mutation through GET MUST be answered with 405.
@@ -238,17 +289,24 @@ class SpecGraphQL(GraphQL[Any, None]):
             raise HTTPException(400, "Unable to parse request body as JSON") from exc
 
     async def parse_http_body(self, request: Any) -> Any:
+        parsed: GraphQLRequestData
         if request.method == "POST":
             content_type = (request.content_type or "").split(";")[0].strip().lower()
             if content_type != JSON:
                 raise HTTPException(415, f"POST bodies must be {JSON}")
-        try:
-            parsed = await super().parse_http_body(request)
-        except (AttributeError, TypeError) as exc:
-            # strawberry calls `.get` on whatever JSON arrived (null, a number, a string).
-            raise HTTPException(400, "the body must be a JSON object") from exc
-        if isinstance(parsed, list):  # strawberry refuses batches first (batching is off)
-            raise HTTPException(400, "Batching is not enabled")
+            parsed = self._json_request(
+                self.parse_json(await request.get_body()),
+                self._get_stream_transport_from_headers(request.headers),
+            )
+        else:
+            try:
+                data = await super().parse_http_body(request)
+            except (AttributeError, TypeError) as exc:
+                # strawberry calls `.get` on whatever arrived.
+                raise HTTPException(400, "the body must be a JSON object") from exc
+            if isinstance(data, list):  # strawberry refuses batches first (batching is off)
+                raise HTTPException(400, "Batching is not enabled")
+            parsed = data
         name = parsed.operation_name
         if name is not None and not isinstance(name, str):
             raise HTTPException(400, "operationName must be a string")
@@ -265,6 +323,33 @@ class SpecGraphQL(GraphQL[Any, None]):
             ):
                 raise HTTPException(400, SUBSCRIPTIONS_OVER_WS)
         return parsed
+
+    @staticmethod
+    def _json_request(data: Any, transport: Any) -> GraphQLRequestData:
+        """A POST's JSON body as strawberry's request data, checked as strawberry checks it
+        (same messages). strawberry's own path parses the Content-Type again with
+        email.message (checked above already); batching is off here."""
+        if isinstance(data, list):
+            raise HTTPException(400, "Batching is not enabled")
+        if not isinstance(data, dict):
+            raise HTTPException(400, "the body must be a JSON object")
+        query = data.get("query")
+        if not isinstance(query, (str, type(None))):
+            raise HTTPException(
+                400, "The GraphQL operation's `query` must be a string or null, if provided."
+            )
+        for key in ("variables", "extensions"):
+            if not isinstance(data.get(key), (dict, type(None))):
+                raise HTTPException(
+                    400, f"The GraphQL operation's `{key}` must be an object or null, if provided."
+                )
+        return GraphQLRequestData(
+            query=query,
+            variables=data.get("variables"),
+            operation_name=data.get("operationName"),
+            extensions=data.get("extensions"),
+            protocol=transport.protocol if transport else "http",
+        )
 
     async def get_sub_response(self, request: Request) -> Response:  # type: ignore[override]
         sub = SpecSubResponse()
@@ -334,6 +419,38 @@ def _operations(query: str) -> list[tuple[str | None, OperationType]]:
         for d in document.definitions
         if isinstance(d, OperationDefinitionNode)
     ]
+
+
+def _claim_fields(body: bytes, parse_json: Any) -> list[tuple[str, FieldNode]]:
+    """The root fields of a request that is one mutation selecting only `claimNextTask`
+    (response key, node); [] for anything else, which then takes the normal path (and its
+    errors: bad JSON, syntax, directives, other fields)."""
+    try:
+        data = parse_json(body)
+    except HTTPException:
+        return []
+    query = data.get("query") if isinstance(data, dict) else None
+    if not isinstance(query, str):
+        return []
+    try:
+        document = parse_cached(query, max_tokens=MAX_TOKENS)
+    except GraphQLError:
+        return []
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    if len(operations) != 1 or len(document.definitions) != 1:
+        return []
+    operation = operations[0]
+    name = data.get("operationName")
+    if operation.operation != OperationType.MUTATION or (
+        name is not None and (operation.name is None or operation.name.value != name)
+    ):
+        return []
+    fields = []
+    for node in operation.selection_set.selections:
+        if not isinstance(node, FieldNode) or node.name.value != "claimNextTask" or node.directives:
+            return []
+        fields.append((node.alias.value if node.alias else node.name.value, node))
+    return fields
 
 
 def _error_response(status: int, message: str, media: str, code: str) -> Response:

@@ -2,14 +2,14 @@
 status changes, credentials (create, revoke, rotate, scoped), and the admin audit.
 
 Also the two cross-cutting rules of scoped tokens and the audit of admin mutations that live
-elsewhere: `ScopedTokens` marks mutations so a read-only token is refused every one of them
-(`Context.viewer`), and `AdminMutationAudit` writes an audit line for each successful admin
-mutation whose domain function does not write its own (pauses, retractions, reversals...).
+elsewhere (run by schema/pipeline.py around each operation's execution): `mark_writing` marks
+mutations so a read-only token is refused every one of them (`Context.viewer`), and
+`audit_admin_mutations` writes an audit line for each successful admin mutation whose domain
+function does not write its own (pauses, retractions, reversals...).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -17,8 +17,8 @@ import strawberry
 from graphql import OperationType, value_from_ast_untyped
 from graphql.language import FieldNode, OperationDefinitionNode
 from starlette.websockets import WebSocket, WebSocketState
-from strawberry.extensions import SchemaExtension
 from strawberry.relay import PageInfo
+from strawberry.types import ExecutionContext
 
 from taskroute.auth import Viewer, hash_token, load_viewer, parse_bearer, parse_id
 from taskroute.resolvers import accounts
@@ -573,10 +573,10 @@ SELF_AUDITED = frozenset(
 )
 
 
-# --- extensions -----------------------------------------------------------------------------
+# --- around execution (schema/pipeline.py) ----------------------------------------------
 
 
-def _operation(ctx: Any) -> OperationDefinitionNode | None:
+def _operation(ctx: ExecutionContext) -> OperationDefinitionNode | None:
     doc = ctx.graphql_document
     if doc is None:
         return None
@@ -586,68 +586,61 @@ def _operation(ctx: Any) -> OperationDefinitionNode | None:
     return ops[0] if len(ops) == 1 else None
 
 
-class ScopedTokens(SchemaExtension):
-    """Marks the context of a mutation, so `Context.viewer` refuses a read-only token."""
-
-    def on_execute(self) -> Iterator[None]:
-        ctx = self.execution_context
-        op = _operation(ctx)
-        mutation = op is not None and op.operation == OperationType.MUTATION
-        if mutation and isinstance(ctx.context, Context):
-            ctx.context.writing = True
-        yield
+def mark_writing(ctx: ExecutionContext) -> None:
+    """Before execution: marks the context of a mutation, so `Context.viewer` refuses a
+    read-only token."""
+    op = _operation(ctx)
+    mutation = op is not None and op.operation == OperationType.MUTATION
+    if mutation and isinstance(ctx.context, Context):
+        ctx.context.writing = True
 
 
-class AdminMutationAudit(SchemaExtension):
-    """An audit line for every admin mutation field that succeeded and does not audit itself
-    (pauseExpert, unpauseExpert, retractAnswers, reverse, ...): who, when, which arguments
-    (`reason` among them: the why). Written after the operation, outside its transaction."""
-
-    async def on_execute(self) -> Any:
-        yield
-        ctx = self.execution_context
-        context = ctx.context
-        op = _operation(ctx)
-        if op is None or op.operation != OperationType.MUTATION or not isinstance(context, Context):
-            return
-        viewer = context._viewer
-        if viewer is None or viewer.role != "admin" or ctx.result is None:
-            return
-        failed = {str(e.path[0]) for e in (ctx.result.errors or []) if e.path}
-        schema = ctx.schema._schema
-        mutation = schema.mutation_type
-        if mutation is None:
-            return
-        for node in op.selection_set.selections:
-            if not isinstance(node, FieldNode):
-                continue
-            name = node.name.value
-            key = node.alias.value if node.alias else name
-            if name in SELF_AUDITED or key in failed or name not in mutation.fields:
-                continue
-            variables = ctx.variables or {}
-            args = {
-                a.name.value: value_from_ast_untyped(a.value, variables)
-                for a in node.arguments or ()  # None for a field written without arguments
-            }
-            subject = next(
-                (args[k] for k in ("expertId", "payoutId", "projectId", "id") if k in args),
-                None,
-            )
-            try:
-                subject_id = parse_id(subject) if subject is not None else None
-            except Exception:
-                subject_id = None
-            reason = args.get("reason")
-            await accounts.record(
-                context.db,
-                viewer.actor,
-                name,
-                "expert" if "expertId" in args else "other",
-                subject_id,
-                reason if isinstance(reason, str) else None,
-                arguments=args,
-            )
+async def audit_admin_mutations(ctx: ExecutionContext) -> None:
+    """After execution: an audit line for every admin mutation field that succeeded and does
+    not audit itself (pauseExpert, unpauseExpert, retractAnswers, reverse, ...): who, when,
+    which arguments (`reason` among them: the why). Written outside the operation's
+    transaction."""
+    context = ctx.context
+    op = _operation(ctx)
+    if op is None or op.operation != OperationType.MUTATION or not isinstance(context, Context):
+        return
+    viewer = context._viewer
+    if viewer is None or viewer.role != "admin" or ctx.result is None:
+        return
+    failed = {str(e.path[0]) for e in (ctx.result.errors or []) if e.path}
+    mutation = ctx.schema._schema.mutation_type
+    if mutation is None:
+        return
+    for node in op.selection_set.selections:
+        if not isinstance(node, FieldNode):
+            continue
+        name = node.name.value
+        key = node.alias.value if node.alias else name
+        if name in SELF_AUDITED or key in failed or name not in mutation.fields:
+            continue
+        variables = ctx.variables or {}
+        args = {
+            a.name.value: value_from_ast_untyped(a.value, variables)
+            for a in node.arguments or ()  # None for a field written without arguments
+        }
+        subject = next(
+            (args[k] for k in ("expertId", "payoutId", "projectId", "id") if k in args),
+            None,
+        )
+        try:
+            subject_id = parse_id(subject) if subject is not None else None
+        except Exception:
+            subject_id = None
+        reason = args.get("reason")
+        await accounts.record(
+            context.db,
+            viewer.actor,
+            name,
+            "expert" if "expertId" in args else "other",
+            subject_id,
+            reason if isinstance(reason, str) else None,
+            arguments=args,
+        )
 
 
 # --- WebSockets ---------------------------------------------------------------------------

@@ -6,30 +6,17 @@ import datetime
 from typing import Any
 
 import strawberry
-from strawberry.extensions import MaxTokensLimiter, ParserCache, ValidationCache
 from strawberry.extensions.disable_introspection import DisableIntrospection
 from strawberry.tools import merge_types
 
-from .accounts import (
-    AccountCreationMutation,
-    AccountsMutation,
-    AccountsQuery,
-    AdminMutationAudit,
-    ScopedTokens,
-)
+from .accounts import AccountCreationMutation, AccountsMutation, AccountsQuery
 from .batches import BatchesMutation, BatchesQuery
 from .claims import ClaimsMutation
 from .customer_views import CustomerViewsQuery
-from .errors import ErrorCodes, TaskrouteSchema
+from .errors import TaskrouteSchema
 from .ledger import LedgerMutation, LedgerQuery
-from .limits import (
-    MAX_ALIASES,
-    MAX_DEPTH,
-    MAX_TOKENS,
-    SAFE_DATETIME,
-    DepthAndAliasLimits,
-    NumberLiteralLimit,
-)
+from .limits import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS, SAFE_DATETIME
+from .pipeline import RequestPipeline
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
 from .projects import ProjectsMutation, ProjectsQuery
 from .quality import QualityMutation, QualityQuery
@@ -63,18 +50,8 @@ __all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "build_schema"]
 
 
 def build_schema(introspection: bool = True) -> strawberry.Schema:
-    extensions: list[Any] = [
-        ErrorCodes,
-        # scoped tokens: a read-only token is refused every mutation (schema/accounts.py)
-        ScopedTokens,
-        AdminMutationAudit,
-        ParserCache,
-        ValidationCache,
-        # Depth and alias rules made once, so ValidationCache hits (see limits.py).
-        DepthAndAliasLimits,
-        lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-        NumberLiteralLimit,
-    ]
+    # One extension for every rule around an operation (see pipeline.py for why one).
+    extensions: list[Any] = [RequestPipeline]
     if not introspection:
         extensions.append(DisableIntrospection)
     return TaskrouteSchema(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import strawberry
 from graphql.error import GraphQLError
-from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
@@ -22,7 +21,7 @@ def _coded(error: GraphQLError) -> GraphQLError:
     if isinstance(original, TaskrouteError):
         return error  # graphql-core already copied `original.extensions` (with the code)
     if (error.extensions or {}).get("code") and not isinstance(original, Exception):
-        return error  # already coded (this runs again as a safety net after ErrorCodes)
+        return error  # already coded (this runs again as a safety net after code_errors)
     if isinstance(original, RecursionError):
         # A document or value nested deeply enough to exhaust the parser's stack.
         return GraphQLError(
@@ -59,33 +58,31 @@ def _coded(error: GraphQLError) -> GraphQLError:
     )
 
 
-class ErrorCodes(SchemaExtension):
-    def on_operation(self) -> Iterator[None]:
-        yield
-        result = self.execution_context.result
-        if result is not None and getattr(result, "errors", None):
-            result.errors = [_coded(e) for e in result.errors or ()]
+def code_errors(result: object) -> None:
+    """Every error of an operation's result gets a code (run after each operation)."""
+    if isinstance(result, ExecutionResult) and result.errors:
+        result.errors = [_coded(e) for e in result.errors]
 
 
 class TaskrouteSchema(strawberry.Schema):
     """strawberry logs every error with its stack trace; ours are expected answers.
 
     Errors carrying a TaskrouteError (NOT_FOUND, UNAVAILABLE, ...) and request errors (bad
-    documents) are logged at debug level; unexpected exceptions are logged by ErrorCodes.
+    documents) are logged at debug level; unexpected exceptions are logged by code_errors.
     """
 
     async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
         result = await super().execute(*args, **kwargs)
-        # ErrorCodes does this in on_operation, but strawberry skips that hook's exit for
-        # some request errors (a parse error served through ParserCache): code them here too.
+        # code_errors does this after each operation, but strawberry skips that hook's exit
+        # for some request errors (a parse error raised while parsing): code them here too.
         if result.errors:
             result.errors = [_coded(e) for e in result.errors]
         return result
 
     async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> Any:
         """Subscriptions (WebSocket): every error carries a code, and a document that does not
-        parse is an `error` message for the operation. strawberry's ParserCache raises the
-        syntax error out of `stream`, and the transports then sent only `complete` (or
+        parse is an `error` message for the operation. The pipeline's cached parse raises
+        the syntax error out of `stream`, and the transports then sent only `complete` (or
         nothing, legacy graphql-ws) and logged an unhandled exception."""
         try:
             source = await super().stream(query, *args, **kwargs)

@@ -3,8 +3,9 @@ work.
 
 strawberry's QueryDepthLimiter and MaxAliasesLimiter create a new validation rule class in
 every instance; used as per-request factories (as strawberry asks), every request brings new
-rule classes, the ValidationCache (keyed by document and rules) never hits, and every request
-is validated from scratch. Here the rule classes are made once and reused by every request.
+rule classes, a validation cache (keyed by document and rules) never hits, and every request
+is validated from scratch. Here the rule classes are made once and reused by every request;
+schema/pipeline.py applies them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import dataclasses
 import datetime
 import functools
 import re
-from collections.abc import Iterator
 
 import dateutil.parser
 from graphql import (
@@ -31,12 +31,7 @@ from graphql import (
     visit,
 )
 from graphql.validation import ASTValidationRule
-from strawberry.extensions import (
-    AddValidationRules,
-    MaxAliasesLimiter,
-    QueryDepthLimiter,
-    SchemaExtension,
-)
+from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter
 from strawberry.schema.types.base_scalars import DateTimeDefinition, wrap_parser
 
 MAX_DEPTH = 12
@@ -93,9 +88,9 @@ def _rules() -> tuple[type[ASTValidationRule], ...]:
     )
 
 
-class DepthAndAliasLimits(AddValidationRules):
-    def __init__(self) -> None:
-        super().__init__(list(_rules()))
+def validation_rules() -> tuple[type[ASTValidationRule], ...]:
+    """Depth, alias and field-count rules, the same classes for every request."""
+    return _rules()
 
 
 # A number literal longer than this is refused while parsing: graphql-core converts Int
@@ -105,22 +100,17 @@ MAX_NUMBER_DIGITS = 40
 _LONG_DIGITS = re.compile(rf"\d{{{MAX_NUMBER_DIGITS + 1},}}")
 
 
-class NumberLiteralLimit(SchemaExtension):
-    """Refuses documents with absurdly long number literals as a request error."""
-
-    def on_parse(self) -> Iterator[None]:
-        yield
-        query = self.execution_context.query or ""
-        document = self.execution_context.graphql_document
-        if document is None or not _LONG_DIGITS.search(query):
-            return  # the common case: one regex scan, no walk
-        for node in _number_literals(document):
-            if len(node.value) > MAX_NUMBER_DIGITS:
-                raise GraphQLError(
-                    f"number literals are limited to {MAX_NUMBER_DIGITS} characters",
-                    node,
-                    extensions={"code": "BAD_INPUT"},
-                )
+def check_number_literals(query: str, document: DocumentNode) -> None:
+    """Refuses a document with an absurdly long number literal (a request error)."""
+    if not _LONG_DIGITS.search(query):
+        return  # the common case: one regex scan, no walk
+    for node in _number_literals(document):
+        if len(node.value) > MAX_NUMBER_DIGITS:
+            raise GraphQLError(
+                f"number literals are limited to {MAX_NUMBER_DIGITS} characters",
+                node,
+                extensions={"code": "BAD_INPUT"},
+            )
 
 
 def _number_literals(document: DocumentNode) -> list[IntValueNode | FloatValueNode]:
