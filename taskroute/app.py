@@ -125,6 +125,37 @@ async def _taskroute_error(request: Request, exc: Exception) -> Response:
     return rest.error_response(exc)
 
 
+class App(Starlette):
+    """The Starlette app, with WebSockets to /graphql taken before its own stack.
+
+    An idle WebSocket keeps every ASGI frame it was called through alive for its whole life:
+    Starlette's error and exception middlewares (and the WebSocket object the latter makes),
+    the router, the route, BodyLimit. Thousands of idle `taskAvailable` subscribers pay for
+    each of them, so GraphQL's WebSockets go through only what they need: RequestContext (ids,
+    access log, metrics) and DrainWebSockets (1001 on SIGTERM), then the GraphQL view. Every
+    other request, WebSockets to other paths included, takes the full stack."""
+
+    def __init__(self, graphql_websockets: ASGIApp, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.graphql_websockets = graphql_websockets
+        self.graphql_route = next(
+            r for r in self.routes if isinstance(r, WebSocketRoute) and r.path == "/graphql"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            path: str = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root) :]
+            if path == "/graphql":
+                scope["app"] = self
+                scope["route"] = self.graphql_route  # as the router sets it (access log)
+                await self.graphql_websockets(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     routing_policy = RoutingPolicy.from_settings(settings)  # bad shares fail at startup
@@ -245,7 +276,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/metrics", metrics_endpoint),
         *rest.routes,
     ]
-    app = Starlette(
+    app = App(
+        # the same RequestContext and DrainWebSockets as the full stack below
+        RequestContext(DrainWebSockets(graphql, drain=drain)),
         routes=routes,
         lifespan=lifespan,
         exception_handlers={TaskrouteError: _taskroute_error},

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from cross_web import HTTPException
@@ -180,10 +180,14 @@ class SpecGraphQL(GraphQL[Any, None]):
                 self._transport_by_accept[accept] = transport
             return transport
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    # Not `async`: a WebSocket goes straight to strawberry's view, without a frame of this
+    # call kept for the connection's life (realtime_ws.py, app.App).
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
         if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
-            return
+            return super().__call__(scope, receive, send)
+        return self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         streaming = self._get_stream_transport_from_headers(request.headers) is not None
         media = negotiate(request.headers.get("accept"))

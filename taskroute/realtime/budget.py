@@ -25,6 +25,14 @@ class SubscriptionBudget:
     @contextlib.contextmanager
     def slot(self, socket: object, credential: Any) -> Iterator[None]:
         """Hold one subscription of `credential` on `socket` for the block's duration."""
+        self.take(socket, credential)
+        try:
+            yield
+        finally:
+            self.give_back(socket, credential)
+
+    def take(self, socket: object, credential: Any) -> None:
+        """`slot` without a context manager: `give_back` with the same arguments after."""
         sock = id(socket)
         if self._by_socket[sock] >= self.per_socket:
             raise TooManySubscriptions(
@@ -36,13 +44,12 @@ class SubscriptionBudget:
             )
         self._by_socket[sock] += 1
         self._by_credential[credential] += 1
-        try:
-            yield
-        finally:
-            for counter, key in ((self._by_socket, sock), (self._by_credential, credential)):
-                counter[key] -= 1
-                if counter[key] <= 0:
-                    del counter[key]
+
+    def give_back(self, socket: object, credential: Any) -> None:
+        for counter, key in ((self._by_socket, id(socket)), (self._by_credential, credential)):
+            counter[key] -= 1
+            if counter[key] <= 0:
+                del counter[key]
 
     def stats(self) -> dict[str, int]:
         return {"sockets": len(self._by_socket), "credentials": len(self._by_credential)}

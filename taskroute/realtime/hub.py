@@ -54,8 +54,8 @@ class TaskWaiter:
     Slots and a future created only while waiting (not an asyncio.Event, whose waiter deque
     alone is ~700 bytes): ten thousand idle subscribers on one process must stay cheap."""
 
-    __slots__ = ("id", "expert_id", "skills", "quality", "reserved", "closed", "_pending",
-                 "_sending", "_wakeup")  # fmt: skip
+    __slots__ = ("id", "expert_id", "skills", "quality", "reserved", "closed", "started",
+                 "_pending", "_sending", "_wakeup")  # fmt: skip
 
     def __init__(
         self, expert_id: UUID, skills: Sequence[str], quality: dict[str, float] | None = None
@@ -67,6 +67,7 @@ class TaskWaiter:
         self.quality = quality or {}
         self.reserved = False  # a candidate in a wake-ticket take that is running
         self.closed = False
+        self.started = False  # registered and caught up (counted in task_waiters)
         # skill -> (project id or None for a re-check, wake delivery id or None)
         self._pending: dict[str, tuple[str | None, int | None]] = {}
         self._sending: int | None = None  # delivery of the hint being sent
@@ -265,14 +266,22 @@ class Hub:
         produce a hint at once, so a task opened between an empty claim and the subscription
         is not missed.
         """
+        waiter = await self.open_waiter(expert_id, skills)
+        try:
+            yield waiter
+        finally:
+            if waiter is not None:
+                await self.close_waiter(waiter)
+
+    async def open_waiter(self, expert_id: UUID, skills: list[str] | None) -> TaskWaiter | None:
+        """`task_waiter` without a context manager (idle subscribers keep one frame fewer):
+        the caller must `close_waiter` what this returns, whatever happens."""
         rows = await self.db.fetch(Q["expert_skills_available"], expert_id, skills)
         if not rows:
-            yield None
-            return
+            return None
         waiter = TaskWaiter(
             expert_id, [r["skill"] for r in rows], {r["skill"]: r["quality"] for r in rows}
         )
-        started = False
         for skill in waiter.skills:
             self._rotation.setdefault(skill, OrderedDict())[waiter.id] = waiter
         try:
@@ -282,28 +291,33 @@ class Hub:
             for r in await self.db.fetch(Q["expert_skills_available"], expert_id, skills):
                 if r["project_id"] is not None and r["skill"] in waiter.skills:
                     waiter.offer(r["skill"], str(r["project_id"]))
-            started = True
-            self._started_waiters += 1
-            yield waiter
-        finally:
-            waiter.closed = True
-            if started:
-                self._started_waiters -= 1
-            undelivered = waiter.undelivered()
-            if undelivered and self.tickets is not None:
-                self.tickets.hand_back(undelivered)
-            for skill in waiter.skills:
-                rotation = self._rotation.get(skill)
-                if rotation is None:
-                    continue
-                rotation.pop(waiter.id, None)
-                if not rotation:
-                    del self._rotation[skill]
-                    channel = skill_channel(skill)
-                    self._channel_skill.pop(channel, None)
-                    self._listens.pop(channel, None)
-                    with contextlib.suppress(Exception):
-                        await self.backend.unsubscribe(channel)
+        except BaseException:
+            await self.close_waiter(waiter)
+            raise
+        waiter.started = True
+        self._started_waiters += 1
+        return waiter
+
+    async def close_waiter(self, waiter: TaskWaiter) -> None:
+        waiter.closed = True
+        if waiter.started:
+            waiter.started = False
+            self._started_waiters -= 1
+        undelivered = waiter.undelivered()
+        if undelivered and self.tickets is not None:
+            self.tickets.hand_back(undelivered)
+        for skill in waiter.skills:
+            rotation = self._rotation.get(skill)
+            if rotation is None:
+                continue
+            rotation.pop(waiter.id, None)
+            if not rotation:
+                del self._rotation[skill]
+                channel = skill_channel(skill)
+                self._channel_skill.pop(channel, None)
+                self._listens.pop(channel, None)
+                with contextlib.suppress(Exception):
+                    await self.backend.unsubscribe(channel)
 
     async def _listening(self, skill: str) -> None:
         """Return once the skill's channel is LISTENed to. The first waiter of a skill sends

@@ -53,5 +53,23 @@ class Context:
         budget = self.services.subscriptions
         if budget is None:
             return contextlib.nullcontext()
-        credential = viewer.credential_id or viewer.role  # the admin token has no stored id
-        return budget.slot(self.request, credential)
+        return budget.slot(self.request, _credential(viewer))
+
+    def take_subscription(self, viewer: Viewer) -> object | None:
+        """`subscription_slot` without a context manager: hand what this returns to
+        `give_back_subscription` when the subscription ends (None: there is no budget)."""
+        budget = self.services.subscriptions
+        if budget is None:
+            return None
+        credential = _credential(viewer)
+        budget.take(self.request, credential)
+        return credential
+
+    def give_back_subscription(self, taken: object | None) -> None:
+        budget = self.services.subscriptions
+        if budget is not None and taken is not None:
+            budget.give_back(self.request, taken)
+
+
+def _credential(viewer: Viewer) -> object:
+    return viewer.credential_id or viewer.role  # the admin token has no stored id

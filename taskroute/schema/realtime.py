@@ -6,8 +6,7 @@ graphql-transport-ws serves `taskAvailable` on a lean path of its own (realtime_
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 
 import strawberry
 
@@ -38,20 +37,50 @@ def _hub(context: Context) -> Hub:
     return hub
 
 
-@contextlib.asynccontextmanager
-async def task_waiter(context: Context, skills: list[str] | None) -> AsyncIterator[TaskWaiter]:
+class TaskSubscription:
     """What a `taskAvailable` subscription holds while it lives: the authenticated expert's
-    waiter and its slot in the subscription budget. Shared by the schema's resolver and the
-    graphql-transport-ws path that serves this subscription without strawberry's executor
-    (realtime_ws.py), so both refuse and wake alike."""
-    viewer = await context.viewer()
-    expert_id = viewer.require_expert()
-    wanted = v.skills_filter(skills)
-    with context.subscription_slot(viewer):
-        async with _hub(context).task_waiter(expert_id, wanted) as waiter:
+    waiter and its slot in the subscription budget (`async with TaskSubscription(...) as
+    waiter`). Shared by the schema's resolver and the graphql-transport-ws path that serves
+    this subscription without strawberry's executor (realtime_ws.py), so both refuse and wake
+    alike. One object with slots rather than nested context managers: every idle subscriber
+    keeps it, and each generator-based context manager kept its own frame."""
+
+    __slots__ = ("_context", "_skills", "_waiter", "_taken")
+
+    def __init__(self, context: Context, skills: list[str] | None) -> None:
+        self._context = context
+        self._skills = skills
+        self._waiter: TaskWaiter | None = None
+        self._taken: object | None = None
+
+    async def __aenter__(self) -> TaskWaiter:
+        context = self._context
+        viewer = await context.viewer()
+        expert_id = viewer.require_expert()
+        wanted = v.skills_filter(self._skills)
+        self._skills = None
+        self._taken = context.take_subscription(viewer)
+        try:
+            waiter = await _hub(context).open_waiter(expert_id, wanted)
             if waiter is None:
                 raise BadInput("the expert holds none of these skills (active)", field="skills")
-            yield waiter
+        except BaseException:
+            self._give_back()
+            raise
+        self._waiter = waiter
+        return waiter
+
+    async def __aexit__(self, *exc: object) -> None:
+        waiter, self._waiter = self._waiter, None
+        try:
+            if waiter is not None:
+                await _hub(self._context).close_waiter(waiter)
+        finally:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        taken, self._taken = self._taken, None
+        self._context.give_back_subscription(taken)
 
 
 @strawberry.type
@@ -62,7 +91,7 @@ class RealtimeSubscription:
     async def task_available(
         self, info: Info, skills: list[str] | None = None
     ) -> AsyncGenerator[TaskAvailable, None]:
-        async with task_waiter(info.context, skills) as waiter:
+        async with TaskSubscription(info.context, skills) as waiter:
             while True:
                 hint = await waiter.next()
                 yield TaskAvailable(

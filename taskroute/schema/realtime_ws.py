@@ -7,7 +7,7 @@ stream generators. The subscription's answer is three scalars, so a `subscribe` 
 is exactly a `taskAvailable` selection (optionally aliased, fields among skill, projectId,
 recheck and __typename, no fragments or directives) that validates against the schema is
 served here: variables and arguments are coerced by graphql-core's own functions, then the
-hub's waiter (`realtime.task_waiter`, the resolver's own code) is read and each hint is sent
+hub's waiter (`realtime.TaskSubscription`, the resolver's own code) is read and each hint is sent
 as the `next` message strawberry would send. Everything else (other subscriptions, queries
 over the socket, any document this does not recognise, bad variables) goes to strawberry,
 which answers its errors as before. The protocol itself (connection_init, ping, complete,
@@ -40,14 +40,17 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
     Operation,
 )
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import NextMessagePayload
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ConnectionInitMessage,
+    NextMessagePayload,
+)
 
 from taskroute.errors import TaskrouteError
 from taskroute.realtime.hub import Hint
 
 from .context import Context
 from .limits import MAX_TOKENS
-from .realtime import task_waiter
+from .realtime import TaskSubscription
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +171,13 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         plans: TaskAvailablePlans = getattr(self.view, "task_available_plans")  # noqa: B009
         return plans
 
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        await super().handle_connection_init(message)
+        # Both were needed once: the payload by on_ws_connect (authentication), the timer
+        # until now (it is cancelled; the loop finishes it without us).
+        self.context.connection_params = None
+        self.connection_init_timeout_task = None
+
     async def run_operation(self, operation: Operation[Context, None]) -> None:
         plan = self.plans.plan(operation.query, operation.operation_name)
         args = self.plans.arguments(plan, operation.variables) if plan is not None else None
@@ -175,40 +185,44 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             await super().run_operation(operation)
             return
         # Nothing of the request is needed any more: do not keep it for the socket's life.
-        operation.variables = None
+        skills, args, operation.variables = args.get("skills"), None, None
+        # One frame for the subscription's life (this one): no helper coroutines below it.
+        sending = False
         try:
-            await self._serve(operation, plan, args.get("skills"))
-        except Exception as error:  # a hint that could not be sent: as strawberry does
+            try:
+                async with TaskSubscription(self.context, skills) as waiter:
+                    skills = None
+                    while True:
+                        hint = await waiter.next()
+                        sending = True
+                        await operation.send_operation_message(
+                            {
+                                "id": operation.id,
+                                "type": "next",
+                                "payload": {"data": plan.data(hint)},
+                            }
+                        )
+                        sending = False
+            except Exception as exc:
+                if sending:
+                    raise
+                if isinstance(exc, TaskrouteError):
+                    error = {"message": exc.message, "extensions": exc.extensions}
+                else:
+                    log.error("unexpected error in taskAvailable", exc_info=exc)
+                    error = {"message": "Unexpected error.", "extensions": {"code": "INTERNAL"}}
+            # What strawberry sends when the subscription's generator raises.
+            failed: NextMessagePayload = {
+                "data": None,
+                "errors": [cast(GraphQLFormattedError, error)],
+            }
+            await operation.send_operation_message(
+                {"id": operation.id, "type": "next", "payload": failed}
+            )
+            await operation.send_operation_message({"id": operation.id, "type": "complete"})
+        except Exception as error:  # a message that could not be sent: as strawberry does
             await self.handle_task_exception(error)
             with contextlib.suppress(Exception):
                 await operation.send_operation_message({"id": operation.id, "type": "complete"})
             self.operations.pop(operation.id, None)
             raise
-
-    async def _serve(
-        self, operation: Operation[Context, None], plan: TaskAvailablePlan, skills: Any
-    ) -> None:
-        sending = False
-        try:
-            async with task_waiter(self.context, skills) as waiter:
-                while True:
-                    hint = await waiter.next()
-                    sending = True
-                    await operation.send_operation_message(
-                        {"id": operation.id, "type": "next", "payload": {"data": plan.data(hint)}}
-                    )
-                    sending = False
-        except Exception as exc:
-            if sending:
-                raise
-            if isinstance(exc, TaskrouteError):
-                error = {"message": exc.message, "extensions": exc.extensions}
-            else:
-                log.error("unexpected error in taskAvailable", exc_info=exc)
-                error = {"message": "Unexpected error.", "extensions": {"code": "INTERNAL"}}
-        # What strawberry sends when the subscription's generator raises.
-        failed: NextMessagePayload = {"data": None, "errors": [cast(GraphQLFormattedError, error)]}
-        await operation.send_operation_message(
-            {"id": operation.id, "type": "next", "payload": failed}
-        )
-        await operation.send_operation_message({"id": operation.id, "type": "complete"})
