@@ -1,7 +1,7 @@
 """graphql-transport-ws with a lean path for the one subscription thousands of clients hold.
 
 Every idle expert holds a `taskAvailable` subscription. Through strawberry each one kept
-~19 KiB for its whole life (bench/RESULTS.md): the operation contexts of the schema's eight
+~19 KiB for its whole life (bench/RESULTS.md): the operation contexts of the schema's
 extensions, graphql-core's subscription executor and its result mapping, strawberry's own
 stream generators. The subscription's answer is three scalars, so a `subscribe` whose document
 is exactly a `taskAvailable` selection (optionally aliased, fields among skill, projectId,
