@@ -142,6 +142,7 @@ async def load_world(url: str, world: World, base: datetime) -> None:
 class Outcome:
     policy: str
     claimed: dict[int, float] = field(default_factory=dict)
+    expert_of: dict[int, uuid.UUID] = field(default_factory=dict)
     finished: dict[int, float] = field(default_factory=dict)
     claims: int = 0
     empty_claims: int = 0
@@ -208,6 +209,7 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
             idle.discard(expert)
             t = task_of_item[row["item_id"]]
             out.claimed[t] = now
+            out.expert_of[t] = expert
             push(now + world.duration[t], "done", (expert, row["assignment_id"], t))
 
         while events:
@@ -447,6 +449,18 @@ async def run_worlds(args: argparse.Namespace) -> None:
                 f"{o.policy} {o.wall:.0f} s (routing jobs {o.job_wall:.0f} s)" for o, _ in run[2]
             )
             print(f"   [{name} seed {seed}: {time.monotonic() - t0:.0f} s wall; {walls}]")
+            # per (world, seed), so a run cut short still shows what it measured
+            print(
+                f"   [{name} seed {seed}: "
+                + "; ".join(
+                    f"{o.policy} makespan {f['makespan'] / run[1]:.3f} x bound, deadlines "
+                    f"{f['deadlines'][0]}, rare drain {f['rare_drain'] / 3600:.2f} h, p95 wait "
+                    + "/".join(f"{f['p95_wait'].get(c, 0.0) / 3600:.2f}" for c in CLASSES)
+                    + " h"
+                    for o, f in run[2]
+                )
+                + "]"
+            )
             return run
 
     done = await asyncio.gather(*(one(name, seed) for name in names for seed in seeds))

@@ -33,6 +33,17 @@ async def server(database_url: str, tmp_path: Path, **overrides: Any) -> AsyncIt
         await srv.stop()
 
 
+def bump_server(database_url: str, tmp_path: Path) -> contextlib.AbstractAsyncContextManager[Api]:
+    """Deadline bumps alone: no fairness shares, and a realised-rate window (an hour) longer
+    than any test, so the forecast decides."""
+    return server(
+        database_url,
+        tmp_path,
+        routing_forecast_window=3600.0,
+        routing_class_shares="high=0,normal=0,low=0",
+    )
+
+
 async def scarcity(api: Api) -> dict[str, dict[str, Any]]:
     data = await api.gql(
         "{ skillScarcity { skill activeExperts openBacklog backlogSeconds scarce updatedAt } }",
@@ -147,12 +158,7 @@ async def test_forecast_bumps_a_young_project_that_will_miss_its_deadline(
 ) -> None:
     """No realised rate yet (the project is younger than the hour-long window): the bump
     comes from the forecast, which has measured the expert's pace on other work."""
-    async with server(
-        database_url,
-        tmp_path,
-        routing_forecast_window=3600.0,
-        routing_class_shares="high=0,normal=0,low=0",
-    ) as api:
+    async with bump_server(database_url, tmp_path) as api:
         customer = await api.create_customer()
         expert = await api.create_expert(["ocr"])
         await api.create_project(customer["token"], tasks_of("ocr", 4), name="warmup")
@@ -186,3 +192,72 @@ async def test_forecast_bumps_a_young_project_that_will_miss_its_deadline(
         late_id,
     )
     assert row["deadline_bumped"] and row["eff"] >= 100 * 10000  # lifted above its class
+
+
+async def test_bump_lifts_a_late_project_ahead_in_its_scarce_skills_only(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection
+) -> None:
+    """A bumped LOW project rises one class level where work drains fast, but in a scarce
+    skill (served strictly by priority, slowly) its tasks go ahead of every unbumped row:
+    one level would leave them behind the HIGH backlog there until the deadline passed."""
+    async with bump_server(database_url, tmp_path) as api:
+        customer = await api.create_customer()
+        spec = await api.create_expert(["rare", "common"], name="spec")
+        common = [await api.create_expert(["common"], name=f"c{i}") for i in range(3)]
+        await api.create_project(
+            customer["token"], tasks_of("rare", 4) + tasks_of("common", 4), name="warmup"
+        )
+        held = []
+        for expert, skill in ((spec, "rare"), (common[0], "common")):
+            for _ in range(3):  # the forecast's pace in both skills (its evidence)
+                got = await claim(api, expert["token"], skills=[skill])
+                await api.submit(expert["token"], got["assignmentId"], {"ok": 1})
+            # a live lease keeps the expert present to the forecast while it decides
+            held.append(await claim(api, expert["token"], skills=[skill]))
+        high = await api.create_project(
+            customer["token"],
+            tasks_of("rare", 2) + tasks_of("common", 2),
+            priorityClass="HIGH",
+            name="high",
+        )
+        # 300 tasks of a skill one expert holds, due in 3 seconds: it will miss.
+        due = datetime.now(UTC) + timedelta(seconds=3)
+        late = await api.create_project(
+            customer["token"],
+            tasks_of("rare", 300) + tasks_of("common", 2),
+            priorityClass="LOW",
+            deadline=due.isoformat(),
+            name="late",
+        )
+        late_id = late["project"]["id"]
+
+        async def lifted() -> bool:
+            # bumped, and `rare` measured scarce with the late project's backlog in it
+            s = await scarcity(api)
+            state = await project_state(api, customer["token"], late_id)
+            return bool(
+                state["routing"]["deadlineBumped"]
+                and s.get("rare", {}).get("scarce")
+                and s["rare"]["openBacklog"] >= 300
+                and not s.get("common", {}).get("scarce", True)
+                and await db.fetchval(
+                    "SELECT min(eff_priority) FROM tasks"
+                    " WHERE project_id = $1::text::uuid AND skill = 'rare'",
+                    late_id,
+                )
+                > 200 * 10000
+            )
+
+        await wait_for(lifted, "the bump and its lift in the scarce skill")
+        for expert, lease in zip((spec, common[0]), held, strict=True):
+            await api.submit(expert["token"], lease["assignmentId"], {"ok": 1})
+        # In `rare` the late LOW project now comes before the HIGH project's tasks ...
+        got = await claim(api, spec["token"])
+        assert (got["task"]["skill"], got["task"]["projectId"]) == ("rare", late_id)
+        # ... while in `common`, which three others hold, the bump is one class level
+        # (LOW -> NORMAL): the HIGH project's tasks still come first.
+        for expert in common[1:]:
+            got = await claim(api, expert["token"])
+            assert got["task"]["projectId"] == high["project"]["id"]
+        got = await claim(api, common[0]["token"])
+        assert got["task"]["projectId"] == late_id

@@ -74,6 +74,16 @@ logged AS (
 retasked AS (
     UPDATE tasks t
     SET eff_priority = routing_eff_priority(c.priority, c.deadline_bumped, t.priority)
+        -- In a scarce skill (as the previous run measured it) the queue is served strictly
+        -- by priority and drains slowly, so one class level leaves a late project's tasks
+        -- behind the whole backlog of higher classes there, however far their deadlines:
+        -- there the bump lifts them ahead of every unbumped row (2100 levels: above any
+        -- project priority, below the fairness boost). Set at the bump only, so the job
+        -- still writes a project's tasks only when it is bumped or unbumped.
+        + CASE WHEN c.deadline_bumped
+                    AND coalesce((SELECT sc.scarce FROM skill_scarcity sc
+                                  WHERE sc.skill = t.skill), false)
+               THEN 2100 * 10000 ELSE 0 END
         + CASE WHEN t.eff_priority >= routing_fair_threshold() THEN routing_fair_boost()
                ELSE 0 END
     FROM changed c
