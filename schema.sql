@@ -1202,9 +1202,9 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
     answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
     confidence = EXCLUDED.confidence, updated_at = taskroute_now();
     IF v_change IS NOT NULL THEN
-        PERFORM pg_advisory_xact_lock(-- st.project_id project_id. The advisory-lock key of the project's change feed (two int4s).
-2052915204, hashtext(st.project_id::uuid::text));
-        -- st.project_id project_id, p_item item_id, v_version version, v_change change, v_answer answer, v_agreement agreement.
+        -- No lock: the feed is read up to a horizon (queries/quality.sql result_feed_horizon).
+        -- st.project_id project_id, p_item item_id, v_version version, v_change change, v_answer answer, v_agreement agreement. `xact` is this
+-- transaction (its default): the feed's order (migration 0025).
 INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement)
 VALUES (st.project_id, p_item, v_version, v_change, v_answer, v_agreement);
     END IF;
@@ -1994,6 +1994,7 @@ CREATE TABLE public.result_changes (
     answer jsonb,
     agreement real,
     at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
+    xact xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT result_changes_change_check CHECK ((change = ANY (ARRAY['resolved'::text, 're-resolved'::text, 'retracted'::text])))
 );
 
@@ -2601,6 +2602,12 @@ CREATE INDEX project_priority_events_project ON public.project_priority_events U
 --
 
 CREATE INDEX projects_customer ON public.projects USING btree (customer_id, created_at DESC);
+
+--
+-- Name: result_changes_feed; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX result_changes_feed ON public.result_changes USING btree (project_id, xact, seq);
 
 --
 -- Name: result_changes_project; Type: INDEX; Schema: public; Owner: -

@@ -12,6 +12,8 @@ from uuid import UUID
 import asyncpg
 import pytest
 
+from taskroute.db.queries import Q
+
 from .clock import DbClock
 from .helpers import ADMIN_TOKEN, CLAIM_TASK_FIELDS, Api, GraphQLError, wait_for
 
@@ -621,3 +623,49 @@ async def test_adjudication_off_resolves_by_plurality(api: Api, db: asyncpg.Conn
     assert result["answer"] == {"label": "B"} and result["method"] == "plurality"
     assert result["agreement"] == pytest.approx(1 / 3)
     assert await db.fetchval("SELECT count(*) FROM tasks WHERE kind = 'adjudication'") == 0
+
+
+async def test_feed_holds_changes_back_while_an_older_transaction_writes(
+    api: Api, database_url: str, db: asyncpg.Connection
+) -> None:
+    """The change feed takes no lock, so a change that commits while an older transaction is
+    still writing is held back until that one ends: handed out earlier, a reader would page
+    past the older transaction's change when it lands (a feed read in commit order under a
+    per-project lock used to prevent this; a plain seq-ordered read fails the first check)."""
+    customer = await api.create_customer()
+    expert = await api.create_expert([SKILL])
+    created = await api.create_project(customer["token"], items_of(2), redundancy=1)
+    pid = created["project"]["id"]
+    items = [
+        r["id"] for r in await db.fetch("SELECT id FROM items WHERE project_id = $1", UUID(pid))
+    ]
+
+    older = await asyncpg.connect(database_url)
+    tx = older.transaction()
+    await tx.start()
+    try:
+        # An older transaction writes (as a submit in flight would) ...
+        await older.fetchval("SELECT pg_current_xact_id()")
+        # ... a newer one, an expert's submit, resolves an item and commits ...
+        claim = await api.claim(expert["token"])
+        assert claim is not None
+        await api.submit(expert["token"], claim["assignmentId"], {"label": "x"})
+        # ... and its change is held back while the older one may still add its own.
+        held = await changes_since(api, customer["token"], pid, None)
+        assert held["changes"] == []
+        claimed_item = await db.fetchval(
+            "SELECT item_id FROM tasks WHERE id = $1", UUID(claim["task"]["id"])
+        )
+        late_item = next(i for i in items if i != claimed_item)
+        await older.execute(
+            Q["result_change_insert"], UUID(pid), late_item, 1, "resolved", '{"label": "y"}', 1.0
+        )
+    finally:
+        await tx.commit()
+        await older.close()
+
+    # Once it ended, a reader continuing from where it stood gets both changes, each once,
+    # the older transaction's first.
+    feed = await changes_since(api, customer["token"], pid, held["cursor"])
+    assert [c["itemId"] for c in feed["changes"]] == [str(late_item), str(claimed_item)]
+    assert (await changes_since(api, customer["token"], pid, feed["cursor"]))["changes"] == []

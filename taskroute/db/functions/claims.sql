@@ -4,7 +4,8 @@
 -- (taskroute/db/queries.py), so EXPLAIN tests and the functions run the very same SQL.
 -- migrate.py installs this file whenever it changes.
 -- Lock order everywhere: the expert row (claims), then a task row, then its assignment, then
--- the item, then the project's change-feed lock, then its settle lock (functions/projects.sql).
+-- the item, then the project's settle lock (functions/projects.sql). The change feed takes no
+-- lock (read up to a horizon: migration 0025).
 -- Every function reports its outcome in an `outcome` column instead of raising, so the caller
 -- maps outcomes to the API's errors in one place (taskroute/resolvers/claims.py).
 

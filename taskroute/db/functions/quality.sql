@@ -310,7 +310,7 @@ BEGIN
     v_version := st.version + (v_change IS NOT NULL)::int;
     {{ item_result_upsert(p_item, st.project_id, v_status, v_answer, v_agreement, v_normal, v_method, v_version, v_confidence) }};
     IF v_change IS NOT NULL THEN
-        PERFORM pg_advisory_xact_lock({{ result_feed_lock_key(st.project_id) }});
+        -- No lock: the feed is read up to a horizon (queries/quality.sql result_feed_horizon).
         {{ result_change_insert(st.project_id, p_item, v_version, v_change, v_answer, v_agreement) }};
     END IF;
 

@@ -1,6 +1,6 @@
 -- Quality: gold serving and scoring, agreement and adjudication, pausing, retraction, results.
--- Lock order: task row, its assignment, then the item (FOR NO KEY UPDATE), then the project's
--- change-feed advisory lock. Retraction locks all its items (ordered by id) before any feed lock.
+-- Lock order: task row, its assignment, then the item (FOR NO KEY UPDATE). Retraction locks all
+-- its items ordered by id. The change feed takes no lock (read up to a horizon: migration 0025).
 
 -- name: gold_claim
 -- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 project to restrict
@@ -267,18 +267,29 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
     answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
     confidence = EXCLUDED.confidence, updated_at = taskroute_now();
 
--- fragment: result_feed_lock_key
--- $1 project_id. The advisory-lock key of the project's change feed (two int4s).
-2052915204, hashtext($1::uuid::text)
-
--- name: result_feed_lock
--- $1 project_id. Held to commit: change rows of one project commit in seq order.
-SELECT pg_advisory_xact_lock({{ result_feed_lock_key($1) }});
-
 -- name: result_change_insert
--- $1 project_id, $2 item_id, $3 version, $4 change, $5 answer, $6 agreement.
+-- $1 project_id, $2 item_id, $3 version, $4 change, $5 answer, $6 agreement. `xact` is this
+-- transaction (its default): the feed's order (migration 0025).
 INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement)
 VALUES ($1, $2, $3, $4, $5, $6);
+
+-- name: result_feed_horizon
+-- No parameters. horizon: the oldest transaction still running in this database that has
+-- written (else the next transaction id): every change of an older transaction is committed
+-- or gone, and any change to come sorts after them. next: the next transaction id (the
+-- horizon once everything running now has ended). Run as its own statement before the page,
+-- so the page's snapshot is taken after every transaction older than the horizon had ended.
+-- (The snapshot's in-progress list is the whole server's; only this database's sessions can
+-- write its feed, so other databases hold nothing back. The service's sessions share one
+-- role, so pg_stat_activity shows their transaction ids.) As bigint: asyncpg has no xid8.
+SELECT coalesce(
+           (SELECT min(x) FROM pg_snapshot_xip(s.snap) AS x
+            WHERE x::xid IN (SELECT a.backend_xid FROM pg_stat_activity a
+                             WHERE a.datname = current_database()
+                               AND a.backend_xid IS NOT NULL)),
+           pg_snapshot_xmax(s.snap))::text::bigint AS horizon,
+       pg_snapshot_xmax(s.snap)::text::bigint AS next
+FROM (SELECT pg_current_snapshot() AS snap) AS s;
 
 -- name: results_page
 -- $1 project_id, $2 after item_id (NULL: from the start), $3 limit. Resolved items by id.
@@ -290,12 +301,15 @@ ORDER BY r.item_id
 LIMIT $3;
 
 -- name: result_changes_page
--- $1 project_id, $2 after seq (0: from the start), $3 limit.
+-- $1 project_id, $2 after seq (0: from the start), $3 horizon (result_feed_horizon), $4 limit.
+-- In (xact, seq) order, after the cursor's change, older than the horizon (migration 0025).
 SELECT c.seq, c.item_id, i.external_id, c.version, c.change, c.answer, c.agreement, c.at
 FROM result_changes c JOIN items i ON i.id = c.item_id
-WHERE c.project_id = $1 AND c.seq > $2
-ORDER BY c.seq
-LIMIT $3;
+WHERE c.project_id = $1 AND c.xact < $3::bigint::text::xid8
+  AND (c.xact, c.seq) > (coalesce((SELECT a.xact FROM result_changes a
+                                   WHERE a.seq = $2 AND a.project_id = $1), '0'::xid8), $2)
+ORDER BY c.xact, c.seq
+LIMIT $4;
 
 -- name: quality_policy_get
 -- $1 project_id.

@@ -1,4 +1,5 @@
-"""A project's results (in item-id order) and their change feed (in commit order), page by page.
+"""A project's results (in item-id order) and their change feed (in transaction order up to
+the horizon of running transactions: migration 0025), page by page.
 
 Both page like every listing (resolvers/paging.py, opaque cursors). The deprecated shapes
 (GraphQL `results`/`resultChanges`, REST's `cursor`/`has_more`) hand out the raw item id and the
@@ -8,17 +9,22 @@ takes either form everywhere, so a position a client kept carries over to the co
 
 from __future__ import annotations
 
+import asyncio
+import time
 from uuid import UUID
 
 import asyncpg
 
 from taskroute.db.pool import Database
+from taskroute.db.queries import Q
 from taskroute.errors import BadInput
 from taskroute.resolvers import cursors, paging
 from taskroute.resolvers.paging import Page
 
 RESULT = "result"
 CHANGE = "change"
+FEED_WAIT = 1.0  # seconds a feed page waits for transactions older than its request
+FEED_POLL = 0.005
 
 
 def result_after(raw: str | None) -> UUID | None:
@@ -53,9 +59,28 @@ async def changes_page(
     db: Database, project_id: UUID, after: str | None, first: int | str, field: str = "first"
 ) -> Page[asyncpg.Record]:
     return await paging.read(
-        db, "result_changes_page", project_id, change_after(after),
+        db, "result_changes_page", project_id, change_after(after), await _horizon(db),
         first=paging.size(first, field), cursor=lambda r: cursors.encode(CHANGE, str(r["seq"])),
     )  # fmt: skip
+
+
+async def _horizon(db: Database) -> int:
+    """The feed's horizon (queries/quality.sql result_feed_horizon), read before the page.
+
+    A reader is owed every change committed before it asked (a client reads its own submit
+    back), but a transaction that began earlier and is still writing holds the horizon back:
+    usually for milliseconds (a job's or another submit's transaction). So the reader waits
+    for the transactions running when it asked, up to FEED_WAIT seconds; past that (a long
+    writing transaction) it reads up to where the horizon stands, and later pages catch up."""
+    row = await db.fetchrow(Q["result_feed_horizon"])
+    assert row is not None
+    target = row["next"]
+    deadline = time.monotonic() + FEED_WAIT
+    while row["horizon"] < target and time.monotonic() < deadline:
+        await asyncio.sleep(FEED_POLL)
+        row = await db.fetchrow(Q["result_feed_horizon"])
+        assert row is not None
+    return int(row["horizon"])
 
 
 def legacy_result_cursor(page: Page[asyncpg.Record], after: str | None) -> str | None:

@@ -42,11 +42,8 @@ async def retract(
         await conn.execute(Q["retract_lock"])
         rows = await conn.fetch(Q["retract_answers"], expert_id, skill, since, by, reason)
         items = sorted({r["item_id"] for r in rows})
-        # All item locks (in id order) before any feed lock: a racing submit holds at most one
-        # item and then wants the feed lock, so no cycle can form.
+        # All item locks in id order (a racing submit holds at most one item).
         await conn.fetch(Q["items_lock_many"], items)
-        for project_id in sorted({r["project_id"] for r in rows}):
-            await conn.execute(Q["result_feed_lock"], project_id)
         for item_id in items:
             await resolve_item(conn, item_id, refill=True)
         # relabelling reopens a completed project; a canceled adjudication may complete one

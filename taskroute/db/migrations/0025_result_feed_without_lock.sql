@@ -1,0 +1,21 @@
+-- The result feed is read in transaction order up to a horizon, instead of being written in
+-- commit order under a lock.
+--
+-- A reader paging by cursor must never be handed a change after it has read past the
+-- change's place. That used to be kept by writing: every change of a project took the
+-- project's feed lock, held to commit, so its `seq` committed in order. The lock serialized
+-- every submit of a project through its commit's WAL flush, and with one project being worked
+-- at a time (priority, then first come) it capped the whole service: bench/load.py at 2,000
+-- experts, 12 of 20 pooled connections waiting on it, 139 cycles/s; with the lock removed as
+-- an experiment, 165 (same machine, same hour).
+--
+-- Now each change records its transaction (`xact`), the feed is ordered by (xact, seq), and a
+-- reader is only handed changes of transactions older than every transaction still running
+-- in this database (queries/quality.sql result_feed_horizon): those are all committed (or
+-- gone), and any change still to come belongs to a younger transaction, so it sorts after
+-- everything handed out. A change shows once every older transaction has ended (usually
+-- milliseconds; a long writing transaction holds the feed back until it ends, it never loses
+-- a change). Cursors stay change numbers (`seq`): a page starts after the cursor's change in
+-- this order. Existing changes all get this migration's transaction and keep their order.
+ALTER TABLE result_changes ADD COLUMN xact xid8 NOT NULL DEFAULT pg_current_xact_id();
+CREATE INDEX result_changes_feed ON result_changes (project_id, xact, seq);
