@@ -142,7 +142,6 @@ async def load_world(url: str, world: World, base: datetime) -> None:
 class Outcome:
     policy: str
     claimed: dict[int, float] = field(default_factory=dict)
-    expert_of: dict[int, uuid.UUID] = field(default_factory=dict)
     finished: dict[int, float] = field(default_factory=dict)
     claims: int = 0
     empty_claims: int = 0
@@ -209,7 +208,6 @@ async def simulate(url: str, world: World, base: datetime, policy: str, args) ->
             idle.discard(expert)
             t = task_of_item[row["item_id"]]
             out.claimed[t] = now
-            out.expert_of[t] = expert
             push(now + world.duration[t], "done", (expert, row["assignment_id"], t))
 
         while events:
