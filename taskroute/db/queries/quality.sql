@@ -280,8 +280,8 @@ VALUES ($1, $2, $3, $4, $5, $6);
 -- horizon once everything running now has ended). Run as its own statement before the page,
 -- so the page's snapshot is taken after every transaction older than the horizon had ended.
 -- (The snapshot's in-progress list is the whole server's; only this database's sessions can
--- write its feed, so other databases hold nothing back. The service's sessions share one
--- role, so pg_stat_activity shows their transaction ids.) As bigint: asyncpg has no xid8.
+-- write its feed, so other databases hold nothing back. pg_stat_activity shows every
+-- session's backend_xid to any role.) As bigint: asyncpg has no xid8.
 SELECT coalesce(
            (SELECT min(x) FROM pg_snapshot_xip(s.snap) AS x
             WHERE x::xid IN (SELECT a.backend_xid FROM pg_stat_activity a
