@@ -35,7 +35,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from cross_web import HTTPException
-from graphql import FieldNode, GraphQLError, OperationDefinitionNode, OperationType, parse
+from graphql import FieldNode, GraphQLError, OperationDefinitionNode, OperationType
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -415,7 +415,7 @@ def _operations(query: str) -> list[tuple[str | None, OperationType]]:
     if len(keywords) < 2 and "subscription" not in keywords:
         return []
     try:
-        document = parse(query, max_tokens=MAX_TOKENS)
+        document = parse_cached(query, max_tokens=MAX_TOKENS)  # the pipeline's cache
     except GraphQLError:
         return []
     return [
