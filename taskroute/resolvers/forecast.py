@@ -16,8 +16,9 @@ whatever the history: `forecast_counts` (task counts per project and skill) and
   by PRIOR_WEIGHT pseudo-submissions; a present expert with no history in the skill gets the
   typical cycle, and a skill with no history the median over the other skills;
 - present = active and seen within the presence window or holding a live lease, and not idle
-  (no live lease, nothing done) for more than IDLE_CYCLES of their own cycles: someone who
-  logged off stops counting within minutes, not at the end of the presence window;
+  (no live lease, nothing done) for more than IDLE_CYCLES of their own cycles (and at least
+  IDLE_MIN_SECONDS): someone who logged off stops counting within minutes, not at the end of
+  the presence window;
 - throughput = sum over present qualified experts of share x pace, where an expert shared by
   n (project, skill) demands gives each 1/n of their time;
 - eta = now + remaining / throughput + the tail (when the queue runs dry, n busy experts
@@ -55,8 +56,14 @@ CHANGE_T = 4.0
 MIN_SEGMENT = 3
 # Pseudo-submissions of the skill's typical cycle mixed into every expert's own estimate.
 PRIOR_WEIGHT = 1.0
-# An expert without a live lease, idle for this many of their own cycles, has left.
+# An expert without a live lease, idle for this many of their own cycles, has left ...
 IDLE_CYCLES = 4.0
+# ... but never sooner than this: an expert whose one cycle took milliseconds (a script, a
+# test's expert, a click-through) counted as gone 0.1 s after their submit, before any
+# dashboard could ask (tests/test_dashboard_browser.py failed on an idle machine and passed on
+# a loaded one). Human cycles of a minute or more meet IDLE_CYCLES first, so this changes nothing
+# for them.
+IDLE_MIN_SECONDS = 60.0
 # Fewer samples than this behind a pace and the forecast is not evidence enough to alert.
 MIN_SAMPLES = 3
 # The coefficient of variation assumed for a pace measured from one cycle.
@@ -245,7 +252,7 @@ def _present(rows: list[asyncpg.Record], now: datetime) -> list[Present]:
             newest = r["p_newest"]
             active = max(t for t in (r["last_seen_at"], newest) if t is not None)
             idle = (now - active).total_seconds()
-            if idle > IDLE_CYCLES * statistics.median(r["p_cycles"]):
+            if idle > max(IDLE_MIN_SECONDS, IDLE_CYCLES * statistics.median(r["p_cycles"])):
                 continue
         quality = dict(zip(r["skills"], r["qualities"], strict=True))
         found.append(Present(r["expert_id"], quality, max(1, r["demands"])))
