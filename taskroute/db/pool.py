@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,9 +30,6 @@ _CONNECTION_LOST = (
 # orjson is several times faster than json for the payloads and answers every claim and
 # submit carry; json stays the fallback for what orjson cannot hold exactly: integers beyond
 # 64 bits (orjson refuses to encode them and silently decodes them as floats).
-_LONG_NUMBER = re.compile(r"\d{19}")
-
-
 def _encode_json(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
@@ -42,9 +38,28 @@ def _encode_json(value: Any) -> str:
 
 
 def _decode_json(text: str) -> Any:
-    if _LONG_NUMBER.search(text):
+    """orjson's reading where it is exact: a document it reads without a float had no
+    integer beyond 64 bits. Else json reads it (exact for every number). Looking at the
+    values, not the text: a regex for a run of 19 digits cost 63 us on a 2 KB payload,
+    50x orjson's own reading of it."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:  # e.g. a jsonb number beyond the double range
         return json.loads(text)
-    return orjson.loads(text)
+    return json.loads(text) if _has_float(value) else value
+
+
+def _has_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float):
+            return True
+    return False
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
