@@ -799,8 +799,19 @@ CREATE FUNCTION public.taskroute_pace_row() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-    PERFORM taskroute_pace_merge(ARRAY[NEW.id], ARRAY[NEW.expert_id], ARRAY[NEW.task_id],
-                                 ARRAY[NEW.claimed_at], ARRAY[NEW.submitted_at]);
+    UPDATE expert_pace p
+    SET assignment_ids = (NEW.id || p.assignment_ids)[1:40],
+        skills = ((SELECT t.skill FROM tasks t WHERE t.id = NEW.task_id) || p.skills)[1:40],
+        claimed_at = (NEW.claimed_at || p.claimed_at)[1:40],
+        submitted_at = (NEW.submitted_at || p.submitted_at)[1:40]
+    WHERE p.expert_id = NEW.expert_id
+      AND NEW.submitted_at >= p.submitted_at[1]
+      AND NOT NEW.id = ANY (p.assignment_ids)
+      AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = NEW.task_id);
+    IF NOT FOUND THEN
+        PERFORM taskroute_pace_merge(ARRAY[NEW.id], ARRAY[NEW.expert_id], ARRAY[NEW.task_id],
+                                     ARRAY[NEW.claimed_at], ARRAY[NEW.submitted_at]);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -1648,7 +1659,8 @@ CREATE TABLE public.expert_pace (
     skills text[] NOT NULL,
     claimed_at timestamp with time zone[] NOT NULL,
     submitted_at timestamp with time zone[] NOT NULL
-);
+)
+WITH (fillfactor='50');
 
 --
 -- Name: expert_skills; Type: TABLE; Schema: public; Owner: -
