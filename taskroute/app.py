@@ -17,7 +17,7 @@ from strawberry import Schema
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
-from taskroute import rest
+from taskroute import gc_tuning, rest
 from taskroute.admission import Admission
 from taskroute.blobs import open_blob_store
 from taskroute.config import Settings
@@ -257,6 +257,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         )
         log.info("payloads in %s; ingest worker and retention job started", blobs.url)
         drain.hook_signals()
+        gc_tuning.tune_for_serving()
         try:
             yield {"services": services}
         finally:
