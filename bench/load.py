@@ -5,6 +5,11 @@ Run by hand (never part of the test suite); prints a table like the issue's:
     PYTHONPATH=. .venv/bin/python bench/load.py                            # short, ~2 minutes
     PYTHONPATH=. .venv/bin/python bench/load.py --experts 2000 --think 10  # the seed's scale
     PYTHONPATH=. .venv/bin/python bench/load.py --experts 4000 --think 10  # past capacity
+    PYTHONPATH=. .venv/bin/python bench/load.py --experts 1000 --think 10 --pgbouncer
+
+--pgbouncer puts the tests' private PgBouncer (transaction mode, Debian's package) between the
+request pools and Postgres, the LISTEN connection going direct as in production (docs/
+deploy.md), and adds PgBouncer's CPU per request to the report.
 
 What it does, in a fresh database on the Postgres at --pg (dropped at the end):
 1. Seeds --tasks open tasks (30,000) over --skills Zipf-distributed skills (50) in --projects
@@ -386,9 +391,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def start_server(dsn: str, args: argparse.Namespace) -> tuple[subprocess.Popen, int]:
+async def start_server(
+    dsn: str, args: argparse.Namespace, direct: str | None = None
+) -> tuple[subprocess.Popen, int]:
+    """`dsn` for the request pools; `direct` (when they go through PgBouncer) for LISTEN and
+    migrations."""
     port = free_port()
     env = {**os.environ, "DATABASE_URL": dsn, "PYTHONPATH": str(ROOT)}
+    if direct is not None:
+        env["TASKROUTE_DIRECT_DATABASE_URL"] = direct
     for name, value in (
         ("TASKROUTE_POOL_MAX", args.pool_max),
         ("TASKROUTE_ADMISSION_QUEUE", args.admission_queue),
@@ -415,19 +426,37 @@ async def start_server(dsn: str, args: argparse.Namespace) -> tuple[subprocess.P
     raise RuntimeError("server did not become ready")
 
 
+def start_pgbouncer(dsn: str, args: argparse.Namespace) -> Any:
+    """The tests' private PgBouncer (tests/procs.py) in front of the bench database, with a
+    server connection for every pooled one, so it adds its own cost and no queue."""
+    from tests.procs import PrivatePgBouncer
+
+    try:
+        bouncer = PrivatePgBouncer(dsn, pool_size=args.workers * (args.pool_max or 10))
+    except BaseException as exc:  # pytest's Skipped: the binary is missing
+        raise SystemExit(f"--pgbouncer: {exc}") from None
+    bouncer.start()
+    return bouncer
+
+
 async def measure(args: argparse.Namespace) -> None:
     dbname = f"taskroute_load_{uuid.uuid4().hex[:8]}"
     dsn = ADMIN_DSN.rsplit("/", 1)[0] + "/" + dbname
     admin = await asyncpg.connect(ADMIN_DSN)
     await admin.execute(f'CREATE DATABASE "{dbname}"')
     proc = None
+    bouncer = None
     gens: list[mp.Process] = []
     try:
         await migrate_url(dsn)
         t = time.monotonic()
         tokens = await seed(dsn, args, random.Random(args.seed))
         print(f"seeded {args.tasks} tasks, {args.experts} experts in {time.monotonic() - t:.1f}s")
-        proc, port = await start_server(dsn, args)
+        if args.pgbouncer:
+            bouncer = start_pgbouncer(dsn, args)
+            proc, port = await start_server(bouncer.url_for(dsn), args, direct=dsn)
+        else:
+            proc, port = await start_server(dsn, args)
         ctx = mp.get_context("spawn")
         out = ctx.Queue()
         wall_start = time.time() + 3 + args.procs  # children need a moment to start
@@ -445,11 +474,13 @@ async def measure(args: argparse.Namespace) -> None:
         server_procs = tree(proc.pid)
         gen_procs = [psutil.Process(g.pid) for g in gens]
         pg_procs = await backends(ADMIN_DSN, dbname)
+        bouncer_procs = [psutil.Process(bouncer.proc.pid)] if bouncer and bouncer.proc else []
         pss = await pss_start(dsn)
-        c0 = [cpu_seconds(x) for x in (server_procs, pg_procs, gen_procs)]
+        groups = (server_procs, pg_procs, gen_procs, bouncer_procs)
+        c0 = [cpu_seconds(x) for x in groups]
         m0 = loop.time()
         await asyncio.sleep(args.seconds)
-        c1 = [cpu_seconds(x) for x in (server_procs, pg_procs, gen_procs)]
+        c1 = [cpu_seconds(x) for x in groups]
         elapsed = loop.time() - m0
         per_kind_pg = await pss_per_kind(dsn) if pss else None
         pg_procs_late = [p for p in await backends(ADMIN_DSN, dbname) if p.pid not in c0[1]]
@@ -462,6 +493,8 @@ async def measure(args: argparse.Namespace) -> None:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=30)
+        if bouncer is not None:
+            bouncer.stop()
         for g in gens:
             if g.is_alive():
                 g.kill()
@@ -534,6 +567,17 @@ async def measure(args: argparse.Namespace) -> None:
         " not loaded by this server)"
     )
     print(f"  Postgres per request from {source}")
+    if args.pgbouncer:
+        pgb = used(3)
+        print(
+            f"  through PgBouncer (transaction mode, {args.workers * (args.pool_max or 10)} server"
+            f" connections; statement cache off): PgBouncer {100 * pgb / elapsed:.0f}% of a core,"
+            f" {1000 * pgb / answered:.2f} ms CPU per request answered"
+        )
+    print(
+        f"  CPU per request answered: server {1000 * srv / answered:.2f} ms,"
+        f" Postgres {per_req:.2f} ms"
+    )
     print(f"  WS connect p50 {pct(ws, 0.5):.1f} ms over {len(ws)} connects during the ramp")
     for k in KINDS:
         c = counts[k]
@@ -576,6 +620,11 @@ def main() -> None:
     p.add_argument("--admission-queue", type=int, default=None)
     p.add_argument("--admission-claim-queue", type=int, default=None)
     p.add_argument("--seed", type=int, default=19)
+    p.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="request pools through a PgBouncer in transaction mode (LISTEN direct)",
+    )
     args = p.parse_args()
     needed = args.experts / args.think * (args.ramp + args.seconds + args.think)
     if needed > args.tasks * 0.9:
