@@ -152,3 +152,33 @@ async def test_every_rest_body_refuses_unknown_fields_alike(
     )
     assert r.status_code == 422 and "note" in r.json()["error"]["message"], r.text
     assert await db.fetchval("SELECT count(*) FROM assignments WHERE answer IS NOT NULL") == 0
+
+
+async def test_every_rest_route_refuses_unknown_query_parameters_alike(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """A misspelt query parameter is a 422 naming it, on listings and writes alike (`frist=1`
+    used to return the default page of 100), while the route's own parameters still work."""
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    pid = (await api.create_project(customer["token"], tasks_of("grading", 3)))["project"]["id"]
+    c, e = customer["token"], expert["token"]
+    refused = [
+        ("GET", f"/v1/projects/{pid}/result-changes?frist=1", c, "frist"),
+        ("GET", f"/v1/audit-log?first=1&projectid={pid}", c, "projectid"),
+        ("GET", f"/v1/projects/{pid}/results?since=0", c, "since"),
+        ("GET", "/v1/payouts.csv?project=1", c, "project"),
+        ("GET", f"/v1/projects/{pid}?verbose=1", c, "verbose"),
+        ("POST", "/v1/tasks/next?skill=grading", e, "skill"),
+    ]
+    for method, path, token, name in refused:
+        r = await api.rest(method, path, token)
+        assert r.status_code == 422, (path, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "BAD_INPUT" and name in error["message"], (path, error)
+    assert await db.fetchval("SELECT count(*) FROM assignments") == 0  # the claim did nothing
+    page = await api.rest("GET", f"/v1/projects/{pid}/result-changes?first=1", c)
+    assert page.status_code == 200, page.text
+    audit = await api.rest("GET", f"/v1/audit-log?first=1&project_id={pid}", c)
+    assert audit.status_code == 200, audit.text
+    assert (await api.rest("POST", "/v1/tasks/next", e)).status_code == 200

@@ -6,13 +6,12 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.resolvers import batches, ingest, payload_audit, payloads
 from taskroute.resolvers import validation as v
 
-from .common import json_object, page_info, page_size, services, viewer
+from .common import api_route, json_object, page_info, page_size, services, viewer
 
 
 async def add_tasks(request: Request) -> Response:
@@ -98,7 +97,12 @@ async def audit_log(request: Request) -> Response:
 
 
 routes = [
-    Route("/v1/projects/{id}/tasks", add_tasks, methods=["POST"]),
-    Route("/v1/payloads/{id}", get_payload, methods=["GET"]),
-    Route("/v1/audit-log", audit_log, methods=["GET"]),
+    api_route("/v1/projects/{id}/tasks", add_tasks, methods=["POST"]),
+    api_route("/v1/payloads/{id}", get_payload, methods=["GET"], query=("exp", "sig")),
+    api_route(
+        "/v1/audit-log",
+        audit_log,
+        methods=["GET"],
+        query=("first", "limit", "after", "project_id", "expert_id"),
+    ),
 ]

@@ -6,14 +6,13 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.errors import BadInput
 from taskroute.resolvers import claims
 from taskroute.resolvers import validation as v
 
-from .common import json_object, services, viewer
+from .common import api_route, json_object, services, viewer
 
 
 def _claim_json(c: claims.Claim) -> dict[str, Any]:
@@ -82,7 +81,7 @@ async def submit(request: Request) -> Response:
 
 
 routes = [
-    Route("/v1/tasks/next", next_task, methods=["POST"]),
-    Route("/v1/assignments/{id}/heartbeat", heartbeat, methods=["POST"]),
-    Route("/v1/assignments/{id}/submit", submit, methods=["POST"]),
+    api_route("/v1/tasks/next", next_task, methods=["POST"]),
+    api_route("/v1/assignments/{id}/heartbeat", heartbeat, methods=["POST"]),
+    api_route("/v1/assignments/{id}/submit", submit, methods=["POST"]),
 ]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from taskroute.auth import Viewer, authenticate
 from taskroute.errors import BadInput, TaskrouteError, Unavailable
@@ -69,6 +71,30 @@ async def json_object(
         if name not in body:
             raise BadInput(f"{name} is required", field=name)
     return body
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def api_route(
+    path: str, endpoint: Endpoint, methods: list[str], query: tuple[str, ...] = ()
+) -> Route:
+    """A /v1 route taking the query parameters named in `query` and no others: an unknown one
+    is refused (422 BAD_INPUT naming it), as unknown body fields are (`json_object`), instead of
+    being ignored (a misspelt `frist=10` silently gave the default page)."""
+    allowed = frozenset(query)
+
+    async def checked(request: Request) -> Response:
+        unknown = set(request.query_params) - allowed
+        if unknown:
+            raise BadInput(
+                f"unknown query parameters: {sorted(unknown)}"
+                + (f" (this route takes {sorted(allowed)})" if allowed else ""),
+                field=sorted(unknown)[0],
+            )
+        return await endpoint(request)
+
+    return Route(path, checked, methods=methods)
 
 
 def page_size(request: Request) -> tuple[str, str]:

@@ -15,20 +15,16 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.errors import BadInput
 from taskroute.resolvers import acceptance, ledger
 
-from .common import json_object, services, viewer
+from .common import api_route, json_object, services, viewer
 
 
 async def payouts_csv(request: Request) -> Response:
     who = await viewer(request)
-    unknown = set(request.query_params) - {"project_id", "expert_id"}
-    if unknown:
-        raise BadInput(f"unknown parameters: {sorted(unknown)}")
     raw_expert = request.query_params.get("expert_id")
     raw_project = request.query_params.get("project_id")
     db = services(request).db
@@ -99,8 +95,8 @@ async def review(request: Request) -> Response:
 
 
 routes = [
-    Route("/v1/payouts.csv", payouts_csv, methods=["GET"]),
-    Route("/v1/assignments/approve", approve, methods=["POST"]),
-    Route("/v1/assignments/reject", reject, methods=["POST"]),
-    Route("/v1/assignments/{id}/review", review, methods=["GET"]),
+    api_route("/v1/payouts.csv", payouts_csv, methods=["GET"], query=("project_id", "expert_id")),
+    api_route("/v1/assignments/approve", approve, methods=["POST"]),
+    api_route("/v1/assignments/reject", reject, methods=["POST"]),
+    api_route("/v1/assignments/{id}/review", review, methods=["GET"]),
 ]

@@ -6,13 +6,12 @@ from datetime import datetime
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.resolvers import batches, ingest, projects
 from taskroute.resolvers import validation as v
 
-from .common import json_body, services, viewer
+from .common import api_route, json_body, services, viewer
 
 
 async def create_project(request: Request) -> Response:
@@ -71,6 +70,6 @@ def _iso(t: datetime | None) -> str | None:
 
 
 routes = [
-    Route("/v1/projects", create_project, methods=["POST"]),
-    Route("/v1/projects/{id}", get_project, methods=["GET"]),
+    api_route("/v1/projects", create_project, methods=["POST"]),
+    api_route("/v1/projects/{id}", get_project, methods=["GET"]),
 ]

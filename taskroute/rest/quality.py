@@ -9,7 +9,6 @@ from uuid import UUID
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from taskroute.auth import parse_id
 from taskroute.db.pool import Database
@@ -17,7 +16,7 @@ from taskroute.errors import BadInput
 from taskroute.resolvers import answer_schema, batches, projects
 from taskroute.resolvers.quality import adjudication, gold, policy, result_feed
 
-from .common import json_body, json_object, page_info, page_size, services, viewer
+from .common import api_route, json_body, json_object, page_info, page_size, services, viewer
 
 STREAM_PAGE = 500  # rows per database round trip while streaming
 
@@ -149,10 +148,15 @@ async def prior_answers(request: Request) -> Response:
 
 
 routes = [
-    Route("/v1/projects/{id}/results", results, methods=["GET"]),
-    Route("/v1/projects/{id}/result-changes", result_changes, methods=["GET"]),
-    Route("/v1/projects/{id}/quality", get_policy, methods=["GET"]),
-    Route("/v1/projects/{id}/quality", put_policy, methods=["PUT"]),
-    Route("/v1/projects/{id}/gold", add_gold, methods=["POST"]),
-    Route("/v1/tasks/{id}/prior-answers", prior_answers, methods=["GET"]),
+    api_route("/v1/projects/{id}/results", results, methods=["GET"], query=("after",)),
+    api_route(
+        "/v1/projects/{id}/result-changes",
+        result_changes,
+        methods=["GET"],
+        query=("first", "limit", "after"),
+    ),
+    api_route("/v1/projects/{id}/quality", get_policy, methods=["GET"]),
+    api_route("/v1/projects/{id}/quality", put_policy, methods=["PUT"]),
+    api_route("/v1/projects/{id}/gold", add_gold, methods=["POST"]),
+    api_route("/v1/tasks/{id}/prior-answers", prior_answers, methods=["GET"]),
 ]

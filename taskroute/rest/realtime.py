@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from taskroute.errors import Unavailable
 
-from .common import services, viewer
+from .common import api_route, services, viewer
 
 
 async def realtime_status(request: Request) -> Response:
@@ -23,4 +22,4 @@ async def realtime_status(request: Request) -> Response:
     return JSONResponse(body)
 
 
-routes = [Route("/v1/realtime/status", realtime_status, methods=["GET"])]
+routes = [api_route("/v1/realtime/status", realtime_status, methods=["GET"])]
