@@ -13,10 +13,9 @@ from .accounts import AccountCreationMutation, AccountsMutation, AccountsQuery
 from .batches import BatchesMutation, BatchesQuery
 from .claims import ClaimsMutation
 from .customer_views import CustomerViewsQuery
-from .errors import TaskrouteSchema
 from .ledger import LedgerMutation, LedgerQuery
 from .limits import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS, SAFE_DATETIME
-from .pipeline import RequestPipeline
+from .pipeline import PipelineSchema, RequestPipeline
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
 from .projects import ProjectsMutation, ProjectsQuery
 from .quality import QualityMutation, QualityQuery
@@ -54,7 +53,7 @@ def build_schema(introspection: bool = True) -> strawberry.Schema:
     extensions: list[Any] = [RequestPipeline]
     if not introspection:
         extensions.append(DisableIntrospection)
-    return TaskrouteSchema(
+    return PipelineSchema(
         query=merge_types("Query", QUERIES),
         mutation=merge_types("Mutation", MUTATIONS),
         subscription=merge_types("Subscription", SUBSCRIPTIONS) if SUBSCRIPTIONS else None,

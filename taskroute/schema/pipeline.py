@@ -14,20 +14,38 @@ themselves live with what they protect (limits.py, errors.py, accounts.py).
   classes are made once: limits.validation_rules).
 - execute: before it, a mutation marks the context so a read-only token is refused
   (accounts.mark_writing); after it, admin mutations are audited (accounts.audit_admin_mutations).
+
+`PipelineSchema.execute` runs the same stages without strawberry's extension runner for an
+operation already known good (see its docstring); everything else goes through the extension.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Any, cast
 
-from graphql import parse
+from graphql import (
+    DocumentNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    execute,
+    parse,
+    specified_rules,
+)
+from graphql.execution import ExecutionResult as GraphQLExecutionResult
+from graphql.execution import MiddlewareManager
+from strawberry.execution.is_awaitable import optimized_is_awaitable
 from strawberry.extensions import SchemaExtension
+from strawberry.schema._graphql_core import execution_context_class_kwargs
 from strawberry.schema.schema import validate_document
+from strawberry.types import ExecutionResult
+from strawberry.types.execution import PreExecutionError
+from strawberry.types.graphql import OperationType
+from strawberry.utils.await_maybe import await_maybe
 
 from .accounts import audit_admin_mutations, mark_writing
-from .errors import code_errors
+from .errors import TaskrouteSchema, code_errors
 from .limits import MAX_TOKENS, check_number_literals, validation_rules
 
 # Distinct documents kept parsed and validated: the UI, the dashboards and the experts' tools
@@ -64,3 +82,124 @@ class RequestPipeline(SchemaExtension):
         mark_writing(self.execution_context)
         yield
         await audit_admin_mutations(self.execution_context)
+
+
+class PipelineSchema(TaskrouteSchema):
+    """The schema, with the pipeline's stages run in line for documents already known good.
+
+    strawberry's `Schema.execute` instantiates the extensions and builds an extension runner,
+    four hook context managers (each checks its hook with `inspect` and wraps it with
+    `contextlib`), and a middleware manager, for every operation: with parsing and validation
+    cached, that framing cost about as much as graphql-core's execution of the hot path's
+    mutations (cProfile of a server during bench/load.py-style cycles). Here, when the schema's
+    only extension is RequestPipeline and the document (with its operation name) parses,
+    passes the number-literal check and validates without errors (all three cached, as the
+    hooks cache them), with exactly one operation of an allowed type other than a
+    subscription, the same stages run in the same
+    order as the hooks run them: mark_writing, graphql-core's execute (as strawberry calls
+    it), errors processed, audit_admin_mutations, code_errors. Any other request (first
+    sight of a document, errors before execution, subscriptions, operation extensions)
+    goes through strawberry and the extension, which answer as before.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_line = list(self.extensions) == [RequestPipeline] and not self.directives
+        self._known: dict[tuple[str, str | None], tuple[DocumentNode, OperationType]] = {}
+        self._no_middleware = MiddlewareManager()
+        # the rules on_operation sets: strawberry's default (graphql-core's) and ours
+        self._rules = (*specified_rules, *validation_rules())
+
+    def _known_good(
+        self, query: str | None, operation_name: str | None
+    ) -> tuple[DocumentNode, OperationType] | None:
+        if not self._in_line or not isinstance(query, str):
+            return None
+        try:
+            return self._known[(query, operation_name)]
+        except KeyError:
+            pass
+        try:
+            document = parse_cached(query, max_tokens=MAX_TOKENS)
+            check_number_literals(query, document)
+        except (GraphQLError, RecursionError):
+            return None
+        operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        if len(operations) != 1:
+            return None
+        operation = operations[0]
+        name = operation.name.value if operation.name else None
+        kind = OperationType(operation.operation.value)
+        if (
+            (operation_name is not None and name != operation_name)
+            or kind == OperationType.SUBSCRIPTION
+            or _validate(self._schema, document, self._rules)
+        ):
+            return None
+        known = (document, kind)
+        if len(self._known) >= DOCUMENT_CACHE:
+            self._known.clear()
+        self._known[(query, operation_name)] = known
+        return known
+
+    async def execute(  # noqa: PLR0917
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        known = self._known_good(query, operation_name) if operation_extensions is None else None
+        if (
+            known is None
+            or allowed_operation_types is None
+            or known[1] not in allowed_operation_types
+        ):
+            return await super().execute(
+                query, variable_values, context_value, root_value, operation_name,
+                allowed_operation_types, operation_extensions,
+            )  # fmt: skip
+        ctx = self._create_execution_context(
+            query=query,
+            allowed_operation_types=allowed_operation_types,
+            variable_values=variable_values,
+            context_value=context_value,
+            root_value=root_value,
+            operation_name=operation_name,
+            operation_extensions=operation_extensions,
+        )
+        ctx.graphql_document = known[0]
+        try:
+            mark_writing(ctx)
+            raw = execute(
+                self._schema,
+                known[0],
+                root_value=root_value,
+                middleware=self._no_middleware,
+                variable_values=variable_values,
+                operation_name=operation_name,
+                context_value=context_value,
+                is_awaitable=cast(Any, optimized_is_awaitable),
+                **execution_context_class_kwargs(self.execution_context_class),
+                operation_extensions=operation_extensions,
+            )
+            done = cast(GraphQLExecutionResult, await await_maybe(raw))
+            ctx.result = done
+            if done.errors:
+                ctx.pre_execution_errors = done.errors
+                self._process_errors(done.errors, ctx)
+            await audit_admin_mutations(ctx)
+            result = ExecutionResult(data=done.data, errors=done.errors, extensions={})
+        except Exception as exc:  # as strawberry answers an exception raised by a hook
+            error = (
+                exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
+            )
+            ctx.pre_execution_errors = [error]
+            self._process_errors([error], ctx)
+            result = PreExecutionError(data=None, errors=[error], extensions={})
+        ctx.result = result
+        code_errors(result)
+        return result
