@@ -199,12 +199,14 @@ WHERE a.expert_id = p_expert AND a.status = 'active' AND a.lease_until > taskrou
 -- The claim waits for the row (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding it let
 -- the claim go on while the old assignment was still 'active', and its new one broke
 -- assignments_one_active. A sweep that got there first cleared assignment_id: no row.
+-- The assignment is locked too (after the task: the lock order) and its lease checked on
+-- the newest row: a heartbeat extends the assignment's lease only (see the top of the file).
 WITH expired AS (
     SELECT t.id, a.id AS assignment_id
     FROM assignments a
     JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
-    WHERE a.expert_id = p_expert AND a.status = 'active' AND t.lease_until < taskroute_now()
-    FOR UPDATE OF t
+    WHERE a.expert_id = p_expert AND a.status = 'active' AND a.lease_until < taskroute_now()
+    FOR UPDATE OF t, a
 ),
 -- The rest of a statement whose first CTE is `expired` (id, assignment_id: claimed tasks whose
 -- lease ended, locked): returns them to the pool: open again, failed once `max_retries`
@@ -458,9 +460,12 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
     SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
+        -- the task's lease (a lower bound) passed, and the lease itself, its assignment's
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
+        JOIN assignments pa ON pa.id = t.assignment_id
         WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < taskroute_now()
+          AND pa.lease_until < taskroute_now()
           AND t.attempts < t.max_retries AND -- t alias of the task row, p_project project_id the claim is scoped to (uuid; NULL: any project).
 (p_project::uuid IS NULL OR t.project_id = p_project::uuid)
           AND -- t alias of the task row, s alias of an eligible_skills row, p_expert expert_id.
@@ -481,7 +486,7 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
                   AND a.status IN ('active', 'submitted'))
         ORDER BY t.lease_until
         LIMIT 1
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF t, pa SKIP LOCKED
     ) c
 ),
 best AS (
@@ -653,40 +658,45 @@ BEGIN
     -- Presence first: the expert row before the task row, the claim's lock order.
     -- p_expert expert_id. Presence from heartbeats (claims record it in expert_touch).
 UPDATE experts SET last_seen_at = taskroute_now() WHERE id = p_expert;
-    -- p_assignment assignment_id, p_expert expert_id. Extends a live lease (task row first, then assignment);
--- no row when the lease already expired, the claim is not this expert's, or it was submitted.
--- has_high_priority_tasks: an open task this expert may take (task_eligible) whose base
--- priority (routing_base_priority: class, deadline bump and task priority; never a fairness
--- boost) is above the held task's. A gold serving carries the base priority of the real work
--- it imitates, so the flag reads the same on gold as on that work. One index probe per skill
--- (tasks_open_claim, from the top down to the held priority).
--- Both rows are found by primary key alone, whatever the statistics say: the claim is read by
--- id (then checked), and the task by id, with no status literal a partial index could match.
--- With status = 'claimed' in the WHERE, a tasks_claimed_* index vacuumed while nothing was
--- claimed (autovacuum off) looked empty to the planner, which scanned every live claim for
--- each heartbeat instead (~1,000 buffers at 1,800 claims). A live assignment's task is
--- claimed (every path that takes a task out of 'claimed' moves or clears assignment_id, or
--- clears the lease), so `t.assignment_id = a.id AND t.lease_until > now` says the same, and a
--- racing submit, sweep or takeover fails that recheck.
-WITH held AS MATERIALIZED (
-    SELECT id, task_id, expert_id, status, project_id FROM assignments WHERE id = p_assignment
-),
-extended AS (
-    UPDATE tasks t
-    SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
-    FROM held a, projects p
-    WHERE a.expert_id = p_expert AND a.status = 'active'
-      AND t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until > taskroute_now()
-      -- completed: a gold serving may outlive the project's last real slot (issue 13)
-      AND p.id = a.project_id AND p.status IN ('active', 'completed')
-    RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
+    -- The assignment's lease alone, or both rows once the task's lower bound is due
+    -- (queries/claims.sql, at the top).
+    -- p_assignment assignment_id, p_expert expert_id. Extends a live lease on the assignment row alone (a HOT
+-- update; see the top of the file) while the task row's lower bound is more than half a
+-- lease away; no row when the lease already expired, the claim is not this expert's, it was
+-- submitted, the project was canceled, or the task's bound is due (then
+-- assignment_heartbeat_both moves both). The assignment is read by primary key and locked
+-- (FOR NO KEY UPDATE, the update's own lock: the checks below see its newest row, whatever
+-- committed meanwhile), its task by primary key, read only: a heartbeat that does not move
+-- the task's bound takes no lock on it, and every path that ends a live lease locks the
+-- assignment too. No status literal
+-- on the tables: a partial index analysed while nearly empty (assignments_one_active, the
+-- claimed ones) looked empty to the planner, which then scanned every live claim
+-- (~1,000 buffers at 1,800 claims).
+WITH held AS (
+    SELECT id, task_id, expert_id, status, project_id, lease_until
+    FROM assignments WHERE id = p_assignment
+    FOR NO KEY UPDATE
 )
-UPDATE assignments a SET lease_until = e.lease_until
-FROM extended e WHERE a.id = e.id
-RETURNING a.id, a.lease_until, e.skill,
-    EXISTS (
-        SELECT 1
-        FROM (-- p_expert expert_id, NULL skills to restrict to (text[]; NULL: every skill the expert holds).
+UPDATE assignments a
+SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
+FROM held h, tasks t, projects p,
+     LATERAL (SELECT routing_base_priority(t.eff_priority) AS base) b
+WHERE a.id = h.id AND h.expert_id = p_expert AND h.status = 'active'
+  AND h.lease_until > taskroute_now()
+  AND t.id = h.task_id AND t.assignment_id = h.id
+  AND t.lease_until >= taskroute_now() + make_interval(secs => p.lease_seconds / 2.0)
+  -- completed: a gold serving may outlive the project's last real slot (issue 13)
+  AND p.id = h.project_id AND p.status IN ('active', 'completed')
+RETURNING a.id, a.lease_until, t.skill,
+    -- p_expert expert_id, b.base the held task's base priority (an expression). hasHighPriorityTasks: an
+-- open task this expert may take (task_eligible) whose base priority (routing_base_priority:
+-- class, deadline bump and task priority; never a fairness boost) is above the held task's.
+-- A gold serving carries the base priority of the real work it imitates, so the flag reads
+-- the same on gold as on that work. One index probe per skill (tasks_open_claim, from the top
+-- down to the held priority).
+EXISTS (
+    SELECT 1
+    FROM (-- p_expert expert_id, NULL skills to restrict to (text[]; NULL: every skill the expert holds).
 -- A row source: the skills the expert may claim in now, i.e. an active (not paused) skill of
 -- an active expert. Columns: skill, quality (what a task's min_quality is compared with),
 -- capabilities (the expert's tags), tasks_done (drives the onboarding gold share).
@@ -695,11 +705,11 @@ FROM expert_skills es
 JOIN experts e ON e.id = es.expert_id
 WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
   AND (NULL::text[] IS NULL OR es.skill = ANY (NULL::text[]))) s
-        CROSS JOIN LATERAL (
-            SELECT 1 FROM tasks t
-            WHERE t.status = 'open' AND t.skill = s.skill AND t.eff_priority > e.base
-              AND routing_base_priority(t.eff_priority) > e.base
-              AND -- t alias of the task row, s alias of an eligible_skills row, p_expert expert_id.
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM tasks t
+        WHERE t.status = 'open' AND t.skill = s.skill AND t.eff_priority > b.base
+          AND routing_base_priority(t.eff_priority) > b.base
+          AND -- t alias of the task row, s alias of an eligible_skills row, p_expert expert_id.
 -- The task is of that skill, asks no more quality than the expert has in it and no capability
 -- tag the expert lacks, belongs to an active project (not ingesting, not canceled), and is
 -- not an item the expert already holds or answered (redundancy needs independent experts).
@@ -715,10 +725,76 @@ AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'a
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
-            ORDER BY t.eff_priority DESC
-            LIMIT 1
-        ) higher
-    ) AS has_high_priority_tasks INTO v_row;
+        ORDER BY t.eff_priority DESC
+        LIMIT 1
+    ) higher
+) AS has_high_priority_tasks INTO v_row;
+    IF NOT FOUND THEN
+        -- p_assignment assignment_id, p_expert expert_id. assignment_heartbeat when the task row's lower bound is
+-- within half a lease of passing: extends the lease on both rows, task row first, then the
+-- assignment (the lock order). Once per half lease per claim. The task is found by primary
+-- key and rechecked under its lock: still held by this claim (a takeover or a sweep moved or
+-- cleared assignment_id) and not ended (a submit or release cleared lease_until); every path
+-- that changes a live assignment's status locks the task first, so the assignment read here
+-- is current. No status literal on tasks (see assignment_heartbeat).
+WITH held AS MATERIALIZED (
+    SELECT id, task_id, expert_id, status, project_id, lease_until
+    FROM assignments WHERE id = p_assignment
+),
+extended AS (
+    UPDATE tasks t
+    SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
+    FROM held a, projects p
+    WHERE a.expert_id = p_expert AND a.status = 'active' AND a.lease_until > taskroute_now()
+      AND t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until IS NOT NULL
+      AND p.id = a.project_id AND p.status IN ('active', 'completed')
+    RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
+)
+UPDATE assignments a SET lease_until = e.lease_until
+FROM extended e WHERE a.id = e.id
+RETURNING a.id, a.lease_until, e.skill,
+    -- p_expert expert_id, e.base the held task's base priority (an expression). hasHighPriorityTasks: an
+-- open task this expert may take (task_eligible) whose base priority (routing_base_priority:
+-- class, deadline bump and task priority; never a fairness boost) is above the held task's.
+-- A gold serving carries the base priority of the real work it imitates, so the flag reads
+-- the same on gold as on that work. One index probe per skill (tasks_open_claim, from the top
+-- down to the held priority).
+EXISTS (
+    SELECT 1
+    FROM (-- p_expert expert_id, NULL skills to restrict to (text[]; NULL: every skill the expert holds).
+-- A row source: the skills the expert may claim in now, i.e. an active (not paused) skill of
+-- an active expert. Columns: skill, quality (what a task's min_quality is compared with),
+-- capabilities (the expert's tags), tasks_done (drives the onboarding gold share).
+SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+FROM expert_skills es
+JOIN experts e ON e.id = es.expert_id
+WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
+  AND (NULL::text[] IS NULL OR es.skill = ANY (NULL::text[]))) s
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM tasks t
+        WHERE t.status = 'open' AND t.skill = s.skill AND t.eff_priority > e.base
+          AND routing_base_priority(t.eff_priority) > e.base
+          AND -- t alias of the task row, s alias of an eligible_skills row, p_expert expert_id.
+-- The task is of that skill, asks no more quality than the expert has in it and no capability
+-- tag the expert lacks, belongs to an active project (not ingesting, not canceled), and is
+-- not an item the expert already holds or answered (redundancy needs independent experts).
+-- The caller states which rows it probes (status, and scope via task_in_scope): that picks
+-- the partial index. The project check is EXISTS: a scalar subquery compared with 'active'
+-- gets the planner's default selectivity (0.5%), which made it sort every open task of the
+-- skill instead of walking the index to the first match (15 ms instead of 1 ms per claim).
+-- OFFSET 0 keeps it a per-row check: pulled up into a semi-join, the planner walked every
+-- active project's tasks instead of probing the skill's index (test_routing_explain.py).
+t.skill = s.skill AND t.min_quality <= s.quality
+AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active' OFFSET 0)
+AND NOT EXISTS (SELECT 1 FROM assignments a
+                WHERE a.item_id = t.item_id AND a.expert_id = p_expert
+                  AND a.status IN ('active', 'submitted'))
+        ORDER BY t.eff_priority DESC
+        LIMIT 1
+    ) higher
+) AS has_high_priority_tasks INTO v_row;
+    END IF;
     IF FOUND THEN
         outcome := 'extended';
         lease_until := v_row.lease_until;

@@ -139,6 +139,7 @@ async def test_submit_statements_probe_indexes_on_a_churned_table(
         "quality_submit_context": (t,),
         "expert_skill_task_done": (e, w["skill"]),
         "assignment_heartbeat": (a, e),
+        "assignment_heartbeat_both": (a, e),
     }
     found = {
         name: scans_of_big_tables(await plan(db, name, *args)) for name, args in statements.items()

@@ -108,7 +108,12 @@ DECLARE
 BEGIN
     -- Presence first: the expert row before the task row, the claim's lock order.
     {{ expert_seen(p_expert) }};
+    -- The assignment's lease alone, or both rows once the task's lower bound is due
+    -- (queries/claims.sql, at the top).
     {{ assignment_heartbeat(p_assignment, p_expert) }} INTO v_row;
+    IF NOT FOUND THEN
+        {{ assignment_heartbeat_both(p_assignment, p_expert) }} INTO v_row;
+    END IF;
     IF FOUND THEN
         outcome := 'extended';
         lease_until := v_row.lease_until;

@@ -163,13 +163,14 @@ LIMIT 1;
 
 -- name: payload_fetch_check
 -- $1 assignment_id, $2 expert_id. The payload of a task, only while this expert holds its
--- live lease (task row and assignment agree, neither expired). payload_deleted_at: set once
+-- live lease (the task row still names the assignment; the assignment's lease, the lease:
+-- the task row's is a lower bound, queries/claims.sql). payload_deleted_at: set once
 -- retention deleted the payload (a lease of a canceled project may outlive it). The task by
 -- primary key, no status literal (see claims.sql: assignment_heartbeat).
 SELECT a.task_id, a.project_id, p.customer_id, i.payload, i.payload_key, i.payload_deleted_at,
-       extract(epoch FROM least(a.lease_until, t.lease_until) - taskroute_now()) AS lease_seconds_left
+       extract(epoch FROM a.lease_until - taskroute_now()) AS lease_seconds_left
 FROM assignments a
-JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until > taskroute_now()
+JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until IS NOT NULL
 JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
 WHERE a.id = $1 AND a.expert_id = $2 AND a.status = 'active' AND a.lease_until > taskroute_now();

@@ -1,5 +1,14 @@
 -- The claim loop: claim, heartbeat, submit, and returning expired leases to the pool.
 -- Lock order everywhere: the task row first, then its assignment (no deadlocks).
+--
+-- The lease (issue 19): a live claim's lease ends at its assignment's lease_until. The task
+-- row's lease_until is a lower bound of it: a claim writes both, a heartbeat moves only the
+-- assignment's (a HOT update: no index entry, no task-count trigger) until the task's is
+-- within half a lease of passing, then both (assignment_heartbeat_both). So "the task's
+-- lease passed" (the claimed-lease indexes) finds every expired claim and possibly some
+-- live ones: whatever ends a lease as expired locks the task and the assignment and checks
+-- the assignment's lease_until (FOR UPDATE rechecks it on the newest row), and a heartbeat
+-- updates the assignment under its row lock, so the two never both win.
 
 -- name: expert_touch
 -- $1 expert_id. Locks the expert row for the rest of the claim transaction, so two racing
@@ -66,14 +75,17 @@ candidate AS (
     SELECT s.scarce, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
+        -- the task's lease (a lower bound) passed, and the lease itself, its assignment's
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
         FROM tasks t
+        JOIN assignments pa ON pa.id = t.assignment_id
         WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < taskroute_now()
+          AND pa.lease_until < taskroute_now()
           AND t.attempts < t.max_retries AND {{ task_in_scope(t, $3) }}
           AND {{ task_eligible(t, s, $1) }}
         ORDER BY t.lease_until
         LIMIT 1
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF t, pa SKIP LOCKED
     ) c
 ),
 best AS (
@@ -116,10 +128,11 @@ WITH expired AS (
     FROM tasks t
     JOIN assignments a ON a.id = t.assignment_id
     WHERE t.status = 'claimed' AND t.lease_until < taskroute_now()
+      AND a.lease_until < taskroute_now()
       AND ($2::uuid IS NULL OR a.expert_id = $2)
     ORDER BY t.lease_until
     LIMIT $1
-    FOR UPDATE OF t SKIP LOCKED
+    FOR UPDATE OF t, a SKIP LOCKED
 ),
 {{ leases_return_to_pool }}
 
@@ -132,12 +145,14 @@ WITH expired AS (
 -- The claim waits for the row (`FOR UPDATE OF t`): with SKIP LOCKED, a sweep holding it let
 -- the claim go on while the old assignment was still 'active', and its new one broke
 -- assignments_one_active. A sweep that got there first cleared assignment_id: no row.
+-- The assignment is locked too (after the task: the lock order) and its lease checked on
+-- the newest row: a heartbeat extends the assignment's lease only (see the top of the file).
 WITH expired AS (
     SELECT t.id, a.id AS assignment_id
     FROM assignments a
     JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
-    WHERE a.expert_id = $1 AND a.status = 'active' AND t.lease_until < taskroute_now()
-    FOR UPDATE OF t
+    WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until < taskroute_now()
+    FOR UPDATE OF t, a
 ),
 {{ leases_return_to_pool }}
 
@@ -174,50 +189,82 @@ SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = $1;
 
+-- fragment: has_higher_priority_work
+-- $1 expert_id, $2 the held task's base priority (an expression). hasHighPriorityTasks: an
+-- open task this expert may take (task_eligible) whose base priority (routing_base_priority:
+-- class, deadline bump and task priority; never a fairness boost) is above the held task's.
+-- A gold serving carries the base priority of the real work it imitates, so the flag reads
+-- the same on gold as on that work. One index probe per skill (tasks_open_claim, from the top
+-- down to the held priority).
+EXISTS (
+    SELECT 1
+    FROM ({{ eligible_skills($1, NULL) }}) s
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM tasks t
+        WHERE t.status = 'open' AND t.skill = s.skill AND t.eff_priority > $2
+          AND routing_base_priority(t.eff_priority) > $2
+          AND {{ task_eligible(t, s, $1) }}
+        ORDER BY t.eff_priority DESC
+        LIMIT 1
+    ) higher
+)
+
 -- name: assignment_heartbeat
--- $1 assignment_id, $2 expert_id. Extends a live lease (task row first, then assignment);
--- no row when the lease already expired, the claim is not this expert's, or it was submitted.
--- has_high_priority_tasks: an open task this expert may take (task_eligible) whose base
--- priority (routing_base_priority: class, deadline bump and task priority; never a fairness
--- boost) is above the held task's. A gold serving carries the base priority of the real work
--- it imitates, so the flag reads the same on gold as on that work. One index probe per skill
--- (tasks_open_claim, from the top down to the held priority).
--- Both rows are found by primary key alone, whatever the statistics say: the claim is read by
--- id (then checked), and the task by id, with no status literal a partial index could match.
--- With status = 'claimed' in the WHERE, a tasks_claimed_* index vacuumed while nothing was
--- claimed (autovacuum off) looked empty to the planner, which scanned every live claim for
--- each heartbeat instead (~1,000 buffers at 1,800 claims). A live assignment's task is
--- claimed (every path that takes a task out of 'claimed' moves or clears assignment_id, or
--- clears the lease), so `t.assignment_id = a.id AND t.lease_until > now` says the same, and a
--- racing submit, sweep or takeover fails that recheck.
+-- $1 assignment_id, $2 expert_id. Extends a live lease on the assignment row alone (a HOT
+-- update; see the top of the file) while the task row's lower bound is more than half a
+-- lease away; no row when the lease already expired, the claim is not this expert's, it was
+-- submitted, the project was canceled, or the task's bound is due (then
+-- assignment_heartbeat_both moves both). The assignment is read by primary key and locked
+-- (FOR NO KEY UPDATE, the update's own lock: the checks below see its newest row, whatever
+-- committed meanwhile), its task by primary key, read only: a heartbeat that does not move
+-- the task's bound takes no lock on it, and every path that ends a live lease locks the
+-- assignment too. No status literal
+-- on the tables: a partial index analysed while nearly empty (assignments_one_active, the
+-- claimed ones) looked empty to the planner, which then scanned every live claim
+-- (~1,000 buffers at 1,800 claims).
+WITH held AS (
+    SELECT id, task_id, expert_id, status, project_id, lease_until
+    FROM assignments WHERE id = $1
+    FOR NO KEY UPDATE
+)
+UPDATE assignments a
+SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
+FROM held h, tasks t, projects p,
+     LATERAL (SELECT routing_base_priority(t.eff_priority) AS base) b
+WHERE a.id = h.id AND h.expert_id = $2 AND h.status = 'active'
+  AND h.lease_until > taskroute_now()
+  AND t.id = h.task_id AND t.assignment_id = h.id
+  AND t.lease_until >= taskroute_now() + make_interval(secs => p.lease_seconds / 2.0)
+  -- completed: a gold serving may outlive the project's last real slot (issue 13)
+  AND p.id = h.project_id AND p.status IN ('active', 'completed')
+RETURNING a.id, a.lease_until, t.skill,
+    {{ has_higher_priority_work($2, b.base) }} AS has_high_priority_tasks;
+
+-- name: assignment_heartbeat_both
+-- $1 assignment_id, $2 expert_id. assignment_heartbeat when the task row's lower bound is
+-- within half a lease of passing: extends the lease on both rows, task row first, then the
+-- assignment (the lock order). Once per half lease per claim. The task is found by primary
+-- key and rechecked under its lock: still held by this claim (a takeover or a sweep moved or
+-- cleared assignment_id) and not ended (a submit or release cleared lease_until); every path
+-- that changes a live assignment's status locks the task first, so the assignment read here
+-- is current. No status literal on tasks (see assignment_heartbeat).
 WITH held AS MATERIALIZED (
-    SELECT id, task_id, expert_id, status, project_id FROM assignments WHERE id = $1
+    SELECT id, task_id, expert_id, status, project_id, lease_until
+    FROM assignments WHERE id = $1
 ),
 extended AS (
     UPDATE tasks t
     SET lease_until = taskroute_now() + make_interval(secs => p.lease_seconds)
     FROM held a, projects p
-    WHERE a.expert_id = $2 AND a.status = 'active'
-      AND t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until > taskroute_now()
-      -- completed: a gold serving may outlive the project's last real slot (issue 13)
+    WHERE a.expert_id = $2 AND a.status = 'active' AND a.lease_until > taskroute_now()
+      AND t.id = a.task_id AND t.assignment_id = a.id AND t.lease_until IS NOT NULL
       AND p.id = a.project_id AND p.status IN ('active', 'completed')
     RETURNING a.id, t.lease_until, t.skill, routing_base_priority(t.eff_priority) AS base
 )
 UPDATE assignments a SET lease_until = e.lease_until
 FROM extended e WHERE a.id = e.id
 RETURNING a.id, a.lease_until, e.skill,
-    EXISTS (
-        SELECT 1
-        FROM ({{ eligible_skills($2, NULL) }}) s
-        CROSS JOIN LATERAL (
-            SELECT 1 FROM tasks t
-            WHERE t.status = 'open' AND t.skill = s.skill AND t.eff_priority > e.base
-              AND routing_base_priority(t.eff_priority) > e.base
-              AND {{ task_eligible(t, s, $2) }}
-            ORDER BY t.eff_priority DESC
-            LIMIT 1
-        ) higher
-    ) AS has_high_priority_tasks;
+    {{ has_higher_priority_work($2, e.base) }} AS has_high_priority_tasks;
 
 -- name: task_lock
 -- $1 task_id. Serialises submits and claims of one task.

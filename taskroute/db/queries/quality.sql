@@ -379,8 +379,8 @@ SELECT t.id AS task_id, t.item_id, t.project_id, p.customer_id
 FROM tasks t
 JOIN assignments a ON a.id = t.assignment_id
 JOIN projects p ON p.id = t.project_id
-WHERE t.id = $1 AND t.kind = 'adjudication' AND t.status = 'claimed' AND t.lease_until > taskroute_now()
-  AND a.expert_id = $2 AND a.status = 'active';
+WHERE t.id = $1 AND t.kind = 'adjudication' AND t.status = 'claimed'
+  AND a.expert_id = $2 AND a.status = 'active' AND a.lease_until > taskroute_now();
 
 -- name: adjudication_prior_answers
 -- $1 item_id. The valid answers an adjudicator is shown (no expert ids).

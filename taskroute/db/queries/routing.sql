@@ -245,15 +245,16 @@ DELETE FROM skill_scarcity s WHERE NOT EXISTS (SELECT 1 FROM measured m WHERE m.
 -- the earlier of the clock and taskroute_now(), so the real-time release below sees it expired.
 -- Task rows first, then assignments (the lock order).
 WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
--- Every live claim, read once from the claimed-lease index (as many rows as live claims,
--- whatever the history), then the silent ones among them; their task rows are locked by
--- primary key. Written in one join, a planner that took the live claims for a handful
+-- Every claim, read once from a claimed index (as many rows as live claims and leases not
+-- swept yet, whatever the history), then the silent ones among them whose lease (the
+-- assignment's: the task row's is a lower bound, queries/claims.sql) still runs; their task
+-- and assignment rows are locked by primary key. Written in one join, a planner that took the live claims for a handful
 -- (stale statistics) walked the project's whole status index once per claim (643,204 rows
 -- for 802 claims).
 live AS MATERIALIZED (
     SELECT t.id, t.assignment_id, t.project_id
-    FROM tasks t, clock
-    WHERE t.status = 'claimed' AND t.lease_until >= clock.now_
+    FROM tasks t
+    WHERE t.status = 'claimed'
 ),
 silent AS (
     SELECT l.id, l.assignment_id
@@ -264,17 +265,20 @@ silent AS (
     JOIN projects p ON p.id = l.project_id
     -- (a live claim's assignment is active: no status literal, or the planner may rescan
     -- assignments_one_active for each claim)
-    WHERE greatest(e.last_seen_at, a.claimed_at) < clock.now_
+    WHERE a.lease_until >= clock.now_
+      AND greatest(e.last_seen_at, a.claimed_at) < clock.now_
           - make_interval(secs => least(p.heartbeat_timeout_seconds, p.lease_seconds))
 ),
 gone AS (
-    -- still held by the same claim (no status literal: the primary key, not a claimed index)
+    -- still held by the same claim, its lease still running, rechecked on the locked rows (no
+    -- status literal: the primary keys, not a claimed index)
     SELECT t.id, t.assignment_id
     FROM silent s
     JOIN tasks t ON t.id = s.id AND t.assignment_id = s.assignment_id
+    JOIN assignments a ON a.id = t.assignment_id
     CROSS JOIN clock
-    WHERE t.lease_until >= clock.now_
-    FOR UPDATE OF t SKIP LOCKED
+    WHERE t.lease_until IS NOT NULL AND a.lease_until >= clock.now_
+    FOR UPDATE OF t, a SKIP LOCKED
 ),
 cut AS (
     UPDATE tasks t SET lease_until = least(clock.now_, taskroute_now()) - interval '1 microsecond'
