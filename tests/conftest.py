@@ -15,7 +15,15 @@ import pytest_asyncio
 from taskroute.db.migrate import migrate_url
 
 from .clock import DbClock
-from .helpers import Api, DbRoute, Dropper, InProcessServer, dsn_for, settings_for
+from .helpers import (
+    Api,
+    DbRoute,
+    Dropper,
+    InProcessServer,
+    copy_database,
+    dsn_for,
+    settings_for,
+)
 from .procs import PrivatePgBouncer
 
 CANDIDATE_ADMIN_DSNS = [
@@ -80,12 +88,7 @@ async def template_db(pg_admin_dsn: str) -> AsyncIterator[str]:
 async def database_url(pg_admin_dsn: str, template_db: str, dropper: Dropper) -> AsyncIterator[str]:
     """A fresh copy of the template for one test; dropped in the background afterwards (the
     drop forces its connections out, so nothing of the test outlives it)."""
-    name = f"taskroute_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    conn = await asyncpg.connect(pg_admin_dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    finally:
-        await conn.close()
+    name = await copy_database(pg_admin_dsn, template_db)
     try:
         yield dsn_for(pg_admin_dsn, name)
     finally:

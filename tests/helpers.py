@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import queue
 import socket
 import threading
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +203,18 @@ def free_port() -> int:
 def dsn_for(base: str, dbname: str) -> str:
     """The same server as `base`, database `dbname`."""
     return base.rsplit("/", 1)[0] + "/" + dbname
+
+
+async def copy_database(admin_dsn: str, template: str) -> str:
+    """A new database copied from `template` (CREATE DATABASE ... TEMPLATE); its name. The
+    name carries the process id, so parallel test processes never collide."""
+    name = f"taskroute_t_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    finally:
+        await conn.close()
+    return name
 
 
 def settings_for(database_url: str, tmp_path: Path, **overrides: object) -> Settings:

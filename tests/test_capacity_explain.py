@@ -10,13 +10,18 @@ Plans only (EXPLAIN without ANALYZE: nothing runs); the statements are the real 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import pytest
+import pytest_asyncio
 
 from taskroute.db.queries import Q
+
+from .helpers import Dropper, copy_database, dsn_for
 
 OPEN = 100_000
 DONE = 100_000
@@ -38,8 +43,64 @@ def scans_of_big_tables(plan: Any) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class World:
+    """A database built once per module that each test copies (`database` is its name), and
+    the ids the tests need."""
+
+    database: str
+    facts: dict[str, Any]
+
+
+async def build_world(admin_dsn: str, template: str, *steps: Any) -> World:
+    """Runs `steps` (each `async (conn, facts) -> facts`) on a new copy of `template`. The
+    copy is a template itself, so it must have no connection left when a test copies it."""
+    name = await copy_database(admin_dsn, template)
+    conn = await asyncpg.connect(dsn_for(admin_dsn, name))
+    facts: dict[str, Any] = {}
+    try:
+        for step in steps:
+            facts = await step(conn, facts)
+    finally:
+        await conn.close()
+    return World(name, facts)
+
+
+@asynccontextmanager
+async def copy_of(admin_dsn: str, world: World, dropper: Dropper) -> AsyncIterator[str]:
+    """A test's own copy of `world` (CREATE DATABASE ... TEMPLATE: under a second, where
+    building the world takes most of a minute); dropped in the background afterwards."""
+    name = await copy_database(admin_dsn, world.database)
+    try:
+        yield dsn_for(admin_dsn, name)
+    finally:
+        dropper.drop(name)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def churned_world(
+    pg_admin_dsn: str, template_db: str, dropper: Dropper
+) -> AsyncIterator[World]:
+    world = await build_world(pg_admin_dsn, template_db, build_churned)
+    yield world
+    dropper.drop(world.database)
+
+
+@pytest_asyncio.fixture
+async def database_url(
+    pg_admin_dsn: str, churned_world: World, dropper: Dropper
+) -> AsyncIterator[str]:
+    """This module's tests start from a copy of the churned world, not the empty template."""
+    async with copy_of(pg_admin_dsn, churned_world, dropper) as url:
+        yield url
+
+
 @pytest.fixture
-async def churned(db: asyncpg.Connection) -> dict[str, Any]:
+def churned(churned_world: World) -> dict[str, Any]:
+    return churned_world.facts
+
+
+async def build_churned(db: asyncpg.Connection, _facts: dict[str, Any]) -> dict[str, Any]:
     customer = await db.fetchval("INSERT INTO customers (name) VALUES ('c') RETURNING id")
     project = await db.fetchval(
         "INSERT INTO projects (customer_id, name, deadline)"

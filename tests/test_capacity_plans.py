@@ -38,8 +38,8 @@ from taskroute.resolvers.alerts import evaluate
 from taskroute.resolvers.routing import RoutingPolicy, routing_once
 from taskroute.resolvers.sweeper import sweep_once
 
-from .helpers import settings_for
-from .test_capacity_explain import BIG, churned, nodes  # noqa: F401 (churned: a fixture)
+from .helpers import Dropper, settings_for
+from .test_capacity_explain import BIG, World, build_churned, build_world, copy_of, nodes
 
 # Rows one plan node may read from a big table (returned plus filtered out, over all loops).
 # The world holds 100k-200k rows in each; a probe reads a handful. The request path's bound
@@ -119,8 +119,30 @@ def too_many(plans: list[dict[str, Any]], limit: int, skip: tuple[str, ...] = ()
     return bad
 
 
+@pytest_asyncio.fixture(scope="module")
+async def history_world(
+    pg_admin_dsn: str, template_db: str, dropper: Dropper
+) -> AsyncIterator[World]:
+    world = await build_world(pg_admin_dsn, template_db, build_churned, build_history)
+    yield world
+    dropper.drop(world.database)
+
+
+@pytest_asyncio.fixture
+async def database_url(
+    pg_admin_dsn: str, history_world: World, dropper: Dropper
+) -> AsyncIterator[str]:
+    """This module's tests start from a copy of the world, not the empty template."""
+    async with copy_of(pg_admin_dsn, history_world, dropper) as url:
+        yield url
+
+
 @pytest.fixture
-async def history(db: asyncpg.Connection, churned: dict[str, Any]) -> dict[str, Any]:  # noqa: F811
+def history(history_world: World) -> dict[str, Any]:
+    return history_world.facts
+
+
+async def build_history(db: asyncpg.Connection, churned: dict[str, Any]) -> dict[str, Any]:
     """Another 100k assignments of history: an expired attempt by another expert before each
     done task's answer, as a busy queue accumulates them."""
     experts = [r["id"] for r in await db.fetch("SELECT id FROM experts ORDER BY id")]
@@ -229,7 +251,7 @@ async def logged(
 
 async def test_claim_heartbeat_and_submit_read_a_bounded_number_of_rows(
     history: dict[str, Any],
-    logged: tuple[Database, PlanLog, Settings],  # noqa: F811
+    logged: tuple[Database, PlanLog, Settings],
 ) -> None:
     db, log, _ = logged
     w = history
@@ -255,7 +277,7 @@ async def test_claim_heartbeat_and_submit_read_a_bounded_number_of_rows(
 
 async def test_background_jobs_read_a_bounded_number_of_rows(
     history: dict[str, Any],
-    logged: tuple[Database, PlanLog, Settings],  # noqa: F811
+    logged: tuple[Database, PlanLog, Settings],
     db: asyncpg.Connection,
 ) -> None:
     jobs, log, settings = logged
@@ -295,7 +317,7 @@ async def test_background_jobs_read_a_bounded_number_of_rows(
 )
 async def test_progress_recount_reads_a_bounded_number_of_rows(
     history: dict[str, Any],
-    logged: tuple[Database, PlanLog, Settings],  # noqa: F811
+    logged: tuple[Database, PlanLog, Settings],
 ) -> None:
     jobs, log, _ = logged
     log.take()
@@ -312,7 +334,7 @@ async def test_progress_recount_reads_a_bounded_number_of_rows(
 )
 async def test_deadline_bump_reads_a_bounded_number_of_rows(
     history: dict[str, Any],
-    logged: tuple[Database, PlanLog, Settings],  # noqa: F811
+    logged: tuple[Database, PlanLog, Settings],
 ) -> None:
     jobs, log, settings = logged
     log.take()
