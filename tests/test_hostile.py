@@ -125,6 +125,19 @@ async def test_body_size_limit(strict: tuple[Api, InProcessServer], db: asyncpg.
                  "Content-Type": "application/json"},
     )  # fmt: skip
     assert r.status_code == 413
+
+    async def graphql_chunks() -> AsyncIterator[bytes]:
+        yield b'{"query": "mutation { claimNextTask { assignmentId } }", "variables": {"x": "'
+        for _ in range(20):
+            yield b"x" * 8192
+        yield b'"}}'
+
+    r = await api.http.post(
+        "/graphql", content=graphql_chunks(),
+        headers={"Authorization": f"Bearer {customer['token']}",
+                 "Content-Type": "application/json"},
+    )  # fmt: skip
+    assert r.status_code == 413 and r.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
     assert await db.fetchval("SELECT count(*) FROM projects") == 0
 
 

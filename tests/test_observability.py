@@ -82,6 +82,16 @@ async def test_access_log_is_json_with_request_id(api: Api, json_lines: list[str
     assert access["logger"] == "taskroute.access"
     assert access["status"] == 200 and access["route"] == "/readyz"
     assert access["msg"] == "GET /readyz 200" and isinstance(access["ms"], float)
+    # GraphQL's requests skip most of the middleware stack (app.App): logged all the same
+    await api.http.post(
+        "/graphql", json={"query": "{ __typename }"},
+        headers={"X-Request-ID": "trace-me-2", "Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )  # fmt: skip
+    entries = [json.loads(line) for line in json_lines]
+    access = [e for e in entries if e.get("request_id") == "trace-me-2"][-1]
+    assert access["logger"] == "taskroute.access"
+    assert access["status"] == 200 and access["route"] == "/graphql"
+    assert access["msg"] == "POST /graphql 200"
 
 
 async def test_readyz_reports_checks(api: Api) -> None:
