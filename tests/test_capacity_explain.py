@@ -233,6 +233,7 @@ async def test_forecast_statements_probe_indexes_on_a_churned_table(
         "forecast_experts": (900.0, None, [churned["skill"]], 900.0, 3600.0),
         "forecast_experts_all": (900.0, None, None, 900.0, 3600.0),
         "forecast_skill_history": ([churned["skill"]], 3600.0, None, 900.0),
+        "forecast_demand": ([churned["skill"]],),
         "task_counts_project": (churned["project"],),
     }
     found = {

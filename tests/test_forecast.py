@@ -171,9 +171,46 @@ async def test_shared_experts_across_two_projects(api: Api, db: asyncpg.Connecti
     # The weak expert does count where the quality bar allows: a min_quality 0 project.
     p3 = (await api.create_project(customer, tasks_of("grading", 6)))["project"]["id"]
     f3 = await forecast(api, customer, p3)
+    # ada and bob's time stays where the work would finish last (p1 and p2: 48 tasks at
+    # 12/hour, 4 hours) rather than a third each on p3, which weak alone finishes in an hour
+    # (split evenly three ways as before, they would give p3 1/3 + 1/3 and p1/p2 less).
     assert f3["bySkill"][0]["activeExperts"] == 3
-    # ada and bob now split three ways, weak works only for p3: 1/3 + 1/3 + 1.
-    assert f3["bySkill"][0]["expertEquivalents"] == pytest.approx(5 / 3)
+    assert f3["bySkill"][0]["expertEquivalents"] == pytest.approx(1.0)
+    eta_h = (_t(f3["eta"]) - _t(f3["evaluatedAt"])).total_seconds() / 3600
+    assert eta_h == pytest.approx(1.0, abs=1e-6)  # 6 tasks at weak's 6/hour, one expert
+    f1 = await forecast(api, customer, p1)
+    assert f1["bySkill"][0]["expertEquivalents"] == pytest.approx(1.0)
+
+
+async def test_a_larger_project_gets_the_time_a_smaller_one_frees(
+    api: Api, db: asyncpg.Connection
+) -> None:
+    """Two projects share two experts (12 tasks/hour together): the small one finishes at
+    half of it, and from then on the large one has both; the large one ends with the whole
+    backlog (48 tasks: 4 hours), not at its half share for ever (40 tasks at 6/hour: 6.7)."""
+    customer = (await api.create_customer())["token"]
+    await _two_steady_experts(api, db, customer)
+    now = await db_now(db)
+    due = (now + timedelta(hours=5)).isoformat()
+    small = await api.create_project(customer, tasks_of("grading", 8), deadline=due)
+    big = await api.create_project(customer, tasks_of("grading", 40), deadline=due)
+    fs = await forecast(api, customer, small["project"]["id"])
+    fb = await forecast(api, customer, big["project"]["id"])
+    small_h = (_t(fs["eta"]) - _t(fs["evaluatedAt"])).total_seconds() / 3600
+    big_h = (_t(fb["eta"]) - _t(fb["evaluatedAt"])).total_seconds() / 3600
+    assert small_h == pytest.approx(8 / 6 + TAIL_2_H, abs=1e-6)  # 8 tasks at half of 12/h
+    assert big_h == pytest.approx(48 / 12 + TAIL_2_H, abs=1e-6)
+    assert fs["throughputPerHour"] == pytest.approx(6.0)
+    assert fb["throughputPerHour"] == pytest.approx(10.0)  # 40 tasks over those 4 hours
+    assert fb["onTrack"] is True  # due in 5 hours: on track (the even split said 6.7 h)
+    # The routing job's view (every project at once) says the same.
+    settings = Settings(database_url="unused")
+    by_id = {str(f.project_id): f for f in await forecasts(db, settings, None)}
+    job = by_id[big["project"]["id"]]
+    assert job.eta is not None
+    assert (job.eta - job.evaluated_at).total_seconds() / 3600 == pytest.approx(
+        48 / 12 + TAIL_2_H, abs=TOL_H
+    )
 
 
 async def test_forecast_is_private(api: Api, db: asyncpg.Connection) -> None:

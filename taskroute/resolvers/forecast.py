@@ -19,8 +19,12 @@ whatever the history: `forecast_counts` (task counts per project and skill) and
   (no live lease, nothing done) for more than IDLE_CYCLES of their own cycles (and at least
   IDLE_MIN_SECONDS): someone who logged off stops counting within minutes, not at the end of
   the presence window;
-- throughput = sum over present qualified experts of share x pace, where an expert shared by
-  n (project, skill) demands gives each 1/n of their time;
+- throughput = sum over present qualified experts of share x pace. An expert's time is split
+  evenly over every (project, skill) with work left they qualify for, then the part on the
+  skills asked about moves towards the work of theirs that would finish last (`_allocate`:
+  work-conserving, as the claim's scarce-first order does); the projects of one skill share
+  its rate, each finished project's part going to the others (`_part`), so the largest ends
+  with the skill's whole backlog and a small one early;
 - eta = now + remaining / throughput + the tail (when the queue runs dry, n busy experts
   finish their last tasks at the longest of their residual times, not the mean: see `_tail`)
   (None when work remains and nobody present holds the skill, or nothing at all was measured
@@ -64,6 +68,11 @@ IDLE_CYCLES = 4.0
 # a loaded one). Human cycles of a minute or more meet IDLE_CYCLES first, so this changes nothing
 # for them.
 IDLE_MIN_SECONDS = 60.0
+# Rounds of `_allocate`: each moves an expert's time towards the work of theirs that would
+# finish last; the split is settled to well under 1% by then (tests/test_forecast.py).
+ALLOCATE_ROUNDS = 40
+# A share of an expert's time below this fraction after the rounds is none.
+NEGLIGIBLE_SHARE = 1e-3
 # Fewer samples than this behind a pace and the forecast is not evidence enough to alert.
 MIN_SAMPLES = 3
 # The coefficient of variation assumed for a pace measured from one cycle.
@@ -259,8 +268,77 @@ def _present(rows: list[asyncpg.Record], now: datetime) -> list[Present]:
     return found
 
 
-def _capacity(present: list[Present], skill: str, bar: float, book: PaceBook) -> Capacity:
-    experts = [(p.expert_id, 1.0 / p.demands) for p in present if p.quality.get(skill, -1.0) >= bar]
+Group = tuple[str, float]  # (skill, min_quality): the work one set of experts may do
+
+
+def _left(open_: int, in_flight: int) -> float:
+    return open_ + 0.5 * in_flight  # an in-flight slot is half done on average
+
+
+def _allocate(
+    present: list[Present], lefts: dict[Group, dict[UUID, float]], book: PaceBook
+) -> dict[Group, list[tuple[UUID, float]]]:
+    """Each present expert's share of their time per group of work they qualify for.
+
+    An expert's time is first split as the claim sees it: evenly over every (project, skill)
+    with work left they qualify for (`demands`, all skills); the part that falls on the
+    groups asked about (`lefts`) then moves, round by round, towards the groups of theirs
+    that would finish last at the current split (multiplicative: share x time to finish).
+    An expert's work-conserving day: time freed where the work is done goes to the work
+    that is left, and an expert holding a scarce skill spends it there rather than on
+    common work others do (the claim's scarce-first order). Split evenly, the experts of a
+    scarce skill that also hold busy common skills gave it a sliver forever: the largest
+    project's ETA came out 6x its finish in bench/routing.py's worlds (31,963 s forecast at
+    600 s, finished at 5,487 s), so every project was bumped as soon as the pace was measured.
+    """
+    work = {g: sum(by.values()) for g, by in lefts.items()}
+    projects = {g: sum(1 for v in by.values() if v > 0) for g, by in lefts.items()}
+    shares: dict[Group, list[tuple[UUID, float]]] = {g: [] for g in lefts}
+    plans = []
+    for p in present:
+        mine = [g for g in lefts if p.quality.get(g[0], -1.0) >= g[1]]
+        if not mine:
+            continue
+        busy = [g for g in mine if work[g] > 0]
+        asked = sum(projects[g] for g in busy)
+        if not busy or asked == 0:
+            for g in mine:  # nothing left where they qualify: shares of no consequence
+                shares[g].append((p.expert_id, 1.0 / p.demands))
+            continue
+        time = min(1.0, asked / p.demands)
+        split = {g: time * projects[g] / asked for g in busy}
+        rates = {}
+        for g in busy:
+            pace = book.expert(p.expert_id, g[0])
+            rates[g] = 1.0 / pace[0] if pace else 0.0
+        plans.append((p, mine, split, rates, time))
+    for _ in range(ALLOCATE_ROUNDS if len(plans) > 0 else 0):
+        rate: dict[Group, float] = defaultdict(float)
+        for _p, _mine, split, rates, _t in plans:
+            for g, x in split.items():
+                rate[g] += x * rates[g]
+        finish = {g: work[g] / rate[g] if rate[g] > 0 else math.inf for g in rate}
+        for _p, _mine, split, _rates, time in plans:
+            if len(split) < 2:
+                continue
+            longest = max(finish[g] for g in split)
+            if longest == math.inf:
+                # work nobody measured: keep the even split (no evidence to move time on)
+                continue
+            scaled = {g: x * finish[g] / longest for g, x in split.items()}
+            total = sum(scaled.values())
+            for g in split:
+                split[g] = time * scaled[g] / total
+    for p, mine, split, _rates, time in plans:
+        for g in mine:
+            # a share the rounds have all but emptied is none (it would count in the tail)
+            x = split.get(g, 0.0)
+            if x >= NEGLIGIBLE_SHARE * time:
+                shares[g].append((p.expert_id, x))
+    return shares
+
+
+def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> Capacity:
     throughput = var = weighted_cv = 0.0
     for expert, share in experts:
         pace = book.expert(expert, skill)
@@ -273,6 +351,25 @@ def _capacity(present: list[Present], skill: str, bar: float, book: PaceBook) ->
         weighted_cv += rate * cv
     equiv = sum(share for _, share in experts)
     return Capacity(experts, throughput, var, weighted_cv, equiv)
+
+
+def _part(group: Capacity, by_project: dict[UUID, float], project: UUID) -> Capacity:
+    """One project's part of its group's capacity. The group's projects share it, and as
+    each one finishes its part goes to the others (processor sharing): the project is done
+    once the group has done sum over projects of min(theirs, its own) of work, so its part
+    of the rate is its own work over that (the largest project ends with the group's whole
+    backlog, a small one early)."""
+    mine = by_project.get(project, 0.0)
+    ahead = sum(min(v, mine) for v in by_project.values())
+    n = max(1, sum(1 for v in by_project.values() if v > 0))
+    part = mine / ahead if ahead > 0 else 1.0 / n
+    return Capacity(
+        [(e, share * part) for e, share in group.experts],
+        group.throughput * part,
+        group.var * part * part,
+        group.weighted_cv * part,
+        group.equiv * part,
+    )
 
 
 def _on_track(remaining: int, eta: datetime | None, deadline: datetime | None) -> bool:
@@ -421,16 +518,25 @@ async def forecasts(
             measured += [(h["expert_id"], k, c) for k, c in by.items()]
     book = PaceBook(measured)
     present = _present(experts, now)
-    capacities: dict[tuple[str, float], tuple[Capacity, int]] = {}
+    # Every active project's work left in these skills (with or without a deadline), and the
+    # rows asked about (a project completed while at risk is not active but is asked about).
+    lefts: dict[Group, dict[UUID, float]] = defaultdict(dict)
+    for d in await conn.fetch(Q["forecast_demand"], skills):
+        lefts[(d["skill"], d["min_quality"])][d["project_id"]] = _left(d["open"], d["in_flight"])
+    for r in rows:
+        lefts[(r["skill"], r["min_quality"])][r["project_id"]] = _left(r["open"], r["in_flight"])
+    shares = _allocate(present, lefts, book)
+    groups = {g: _capacity(shares[g], g[0], book) for g in lefts}
     grouped: dict[UUID, list[SkillForecast]] = defaultdict(list)
     deadlines: dict[UUID, datetime | None] = {}
+    active: dict[Group, int] = {}
     for r in rows:
         key = (r["skill"], r["min_quality"])
-        if key not in capacities:  # shared by every project with this skill and bar
-            cap = _capacity(present, *key, book)
-            capacities[key] = (cap, len(cap.experts))
-        cap, active = capacities[key]
-        grouped[r["project_id"]].append(_skill(r, now, cap, active, book))
+        group = groups[key]
+        cap = _part(group, lefts[key], r["project_id"])
+        if key not in active:  # present and qualified, whatever share of them it gets
+            active[key] = sum(1 for p in present if p.quality.get(key[0], -1.0) >= key[1])
+        grouped[r["project_id"]].append(_skill(r, now, cap, active[key], book))
         deadlines[r["project_id"]] = r["deadline"]
     return [_combine(pid, deadlines[pid], now, fs) for pid, fs in grouped.items()]
 

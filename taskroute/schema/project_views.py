@@ -56,7 +56,7 @@ class SkillForecast:
         description="present experts qualified for this skill and project"
     )
     expert_equivalents: float = strawberry.field(
-        description="active experts weighted by their fair share (1/number of competing demands)"
+        description="active experts weighted by the share of their time this project gets"
     )
     tasks_per_expert_hour: float
     throughput_per_hour: float

@@ -130,6 +130,22 @@ LEFT JOIN paced c ON c.expert_id = e.id
 GROUP BY e.id, e.last_seen_at, e.working, d.demands, c.p_skills, c.p_cycles, c.p_newest
 ORDER BY e.id;
 
+-- name: forecast_demand
+-- $1 skills. Every active project's work left in these skills, one row per (skill,
+-- min_quality, project) with open (open + pending) and in-flight (claimed) slots, from the
+-- maintained counts (task_counts.sql): what the experts holding the skills share their time
+-- among (resolvers/forecast.py `_allocate`), whether or not the project has a deadline.
+SELECT w.skill, p.min_quality, w.project_id, w.open, w.in_flight
+FROM (SELECT c.project_id, c.skill,
+             coalesce(sum(c.n) FILTER (WHERE c.status IN ('open', 'pending')), 0)::int AS open,
+             coalesce(sum(c.n) FILTER (WHERE c.status = 'claimed'), 0)::int AS in_flight
+      FROM ({{ task_counts_all }}) c
+      WHERE c.status IN ('open', 'pending', 'claimed') AND c.skill = ANY ($1::text[])
+      GROUP BY c.project_id, c.skill
+      HAVING sum(c.n) > 0) w
+JOIN projects p ON p.id = w.project_id AND p.status = 'active'
+ORDER BY w.skill, p.min_quality, w.project_id;
+
 -- name: forecast_skill_history
 -- $1 skills, $2 history window seconds, $3 clock (NULL: taskroute_now()), $4 idle cap seconds.
 -- Experts, present or not, who submitted within the window and whose kept submissions include
