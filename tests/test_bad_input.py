@@ -182,3 +182,16 @@ async def test_every_rest_route_refuses_unknown_query_parameters_alike(
     audit = await api.rest("GET", f"/v1/audit-log?first=1&project_id={pid}", c)
     assert audit.status_code == 200, audit.text
     assert (await api.rest("POST", "/v1/tasks/next", e)).status_code == 200
+
+
+async def test_an_unknown_field_named_by_a_lone_surrogate_is_a_clean_422(api: Api) -> None:
+    """The refusal quotes the field; a lone surrogate in it made the error itself a 500
+    (found by tests/test_fuzz.py)."""
+    expert = await api.create_expert(["grading"])
+    r = await api.rest(
+        "POST", "/v1/tasks/next", expert["token"], content=b'{"\\ud800": null}',
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "BAD_INPUT"
+    assert r.json()["error"]["details"]["field"] == "\ud800"

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from taskroute.auth import Viewer, authenticate
@@ -16,13 +16,18 @@ from taskroute.resolvers.paging import Page
 from taskroute.services import Services
 
 
-def error_response(exc: TaskrouteError) -> JSONResponse:
+def error_response(exc: TaskrouteError) -> Response:
     body: dict[str, Any] = {"code": exc.code, "message": exc.message}
     if exc.details:
         body["details"] = exc.details
     # A retryable refusal (busy, overloaded, restarting) says when to come back, like GraphQL.
     headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
-    return JSONResponse({"error": body}, status_code=exc.http_status, headers=headers)
+    # ASCII JSON: a message may quote the client's own input, lone surrogates included (a
+    # body key "\ud800"), which JSONResponse's UTF-8 encoding refused with a 500.
+    content = json.dumps({"error": body}, separators=(",", ":")).encode()
+    return Response(
+        content, status_code=exc.http_status, headers=headers, media_type="application/json"
+    )
 
 
 def services(request: Request) -> Services:
