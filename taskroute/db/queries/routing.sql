@@ -78,8 +78,8 @@ retasked AS (
         -- by priority and drains slowly, so one class level leaves a late project's tasks
         -- behind the whole backlog of higher classes there, however far their deadlines:
         -- there the bump lifts them ahead of every unbumped row (2100 levels: above any
-        -- project priority, below the fairness boost). Set at the bump only, so the job
-        -- still writes a project's tasks only when it is bumped or unbumped.
+        -- project priority, below the fairness boost). Set at the bump, and by `relifted`
+        -- for a skill measured scarce only after the bump.
         + CASE WHEN c.deadline_bumped
                     AND coalesce((SELECT sc.scarce FROM skill_scarcity sc
                                   WHERE sc.skill = t.skill), false)
@@ -88,6 +88,20 @@ retasked AS (
                ELSE 0 END
     FROM changed c
     WHERE t.project_id = c.id AND t.status IN ('open', 'claimed', 'pending')
+),
+relifted AS (
+    -- A project bumped before one of its skills was measured scarce gets the lift there now:
+    -- set at the bump only, it was lost when the bump came first (the forecast's bump can
+    -- come in the routing run before the one that measures the skill scarce). Once: a lifted
+    -- row no longer matches. Projects changing in this run are left to `retasked`.
+    UPDATE tasks t
+    SET eff_priority = t.eff_priority + 2100 * 10000
+    FROM projects p, skill_scarcity sc
+    WHERE p.deadline_bumped AND p.status = 'active'
+      AND NOT EXISTS (SELECT 1 FROM decided d WHERE d.id = p.id AND d.kind IS NOT NULL)
+      AND t.project_id = p.id AND t.skill = sc.skill AND sc.scarce
+      AND t.status IN ('open', 'claimed', 'pending')
+      AND t.eff_priority < 2100 * 10000
 )
 SELECT d.id AS project_id, d.kind, d.remaining, d.rate,
        CASE WHEN d.seasoned THEN d.realised ELSE d.eta END AS finish, d.deadline
