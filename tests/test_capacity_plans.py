@@ -86,9 +86,19 @@ async def _log_plans(conn: asyncpg.Connection) -> None:
     await conn.execute("SET client_min_messages = notice")
 
 
+def _bitmap_indexes(node: dict[str, Any]) -> list[str]:
+    """The indexes a Bitmap Heap Scan's bitmap comes from (through BitmapAnd/BitmapOr)."""
+    return sorted(
+        str(n.get("Index Name")) for n in nodes(node) if n["Node Type"] == "Bitmap Index Scan"
+    )
+
+
 def big_reads(plan: dict[str, Any]) -> list[tuple[str, str | None, int]]:
     """(node on a big table, its index, rows it read) for every node of one executed plan;
-    a scan of a whole big table counts as reading it all, even when it did not run."""
+    a scan of a whole big table counts as reading it all, even when it did not run. A
+    Bitmap Heap Scan reads what its bitmap's indexes found, as an Index Scan does: its rows
+    (returned, filtered out, rechecked on lossy pages) are counted as they are, under the
+    name of the index its bitmap comes from."""
     found = []
     for n in nodes(plan["Plan"]):
         if n.get("Relation Name") not in BIG:
@@ -99,10 +109,13 @@ def big_reads(plan: dict[str, Any]) -> list[tuple[str, str | None, int]]:
             + n.get("Rows Removed by Index Recheck", 0)
         )
         read = int(per_loop * max(1, n.get("Actual Loops", 1)))
-        if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan"):
+        index = n.get("Index Name")
+        if n["Node Type"] == "Bitmap Heap Scan":
+            index = ",".join(_bitmap_indexes(n)) or None
+        elif n["Node Type"] == "Seq Scan":
             read = max(read, 10**9)
-        node = f"{n['Node Type']} on {n['Relation Name']} ({n.get('Index Name')})"
-        found.append((node, n.get("Index Name"), read))
+        node = f"{n['Node Type']} on {n['Relation Name']} ({index})"
+        found.append((node, index, read))
     return found
 
 
