@@ -127,7 +127,11 @@ async def test_a_burst_wakes_one_subscriber_per_task_across_processes(
         after = await _settled(apis, heard)
         wakeups = sum(a["wakeups"] - b["wakeups"] for a, b in zip(after, before, strict=True))
         taken = sum(a["wake_tickets"]["taken"] for a in after)
-        assert wakeups == taken == k, (wakeups, taken, [a["wake_tickets"] for a in after])
+        # (the message names each process's local fallbacks: a take that failed wakes locally)
+        tickets = " | ".join(
+            " ".join(f"{k_}={v}" for k_, v in a["wake_tickets"].items()) for a in after
+        )
+        assert wakeups == taken == k, f"wakeups={wakeups} taken={taken}: {tickets}"
         assert collector.total == k
         await collector.close()
     finally:

@@ -52,10 +52,14 @@ WHERE p.id = ANY ($1::uuid[]);
 -- after the other and together never get more than `announced`; a taker gets
 -- least(wanted, what is left). A delivery is recorded for the first `granted` candidates of
 -- each ticket; the rows returned are the grants (none for a ticket: nothing left).
+-- The rows are upserted (so locked) in key order: each process batches the tickets it heard
+-- in an order of its own (a ticket taken again goes last), and two takers locking in batch
+-- order deadlocked, failing one take whose process then woke its subscribers uncoordinated.
 WITH took AS (
     INSERT INTO wake_tickets AS t (key, announced, taken, last_take)
     SELECT w.key, w.announced, least(w.announced, w.wanted), least(w.announced, w.wanted)
     FROM unnest($1::text[], $2::int[], $3::int[]) AS w(key, announced, wanted)
+    ORDER BY w.key
     ON CONFLICT (key) DO UPDATE
         SET taken = t.taken + least(t.announced - t.taken, excluded.last_take),
             last_take = least(t.announced - t.taken, excluded.last_take)
