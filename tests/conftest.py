@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 
 from taskroute.db.migrate import migrate_url
+from taskroute.db.pool import Database, create_pool
 
 from .clock import DbClock
 from .helpers import (
@@ -101,6 +102,17 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(database_url)
     yield conn
     await conn.close()
+
+
+@pytest_asyncio.fixture
+async def jobs_db(database_url: str) -> AsyncIterator[Database]:
+    """The app's Database on a small pool of its own, for running a background job's pass
+    (sweep_once, routing_once, ...) from the test, at the moment the test chooses."""
+    pool = await create_pool(database_url, min_size=1, max_size=4)
+    try:
+        yield Database(pool, timeout=30)
+    finally:
+        await pool.close()
 
 
 @pytest.fixture(scope="session")

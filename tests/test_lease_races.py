@@ -12,13 +12,11 @@ rival, and each is paid once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import pytest_asyncio
 
-from taskroute.db.pool import Database, create_pool
+from taskroute.db.pool import Database
 from taskroute.resolvers.sweeper import sweep_once
 
 from .clock import DbClock
@@ -26,15 +24,6 @@ from .helpers import Api, GraphQLError, tasks_of, wait_for
 
 LEASE = 100
 EXPERTS = 24
-
-
-@pytest_asyncio.fixture
-async def sweeper_db(database_url: str) -> AsyncIterator[Database]:
-    pool = await create_pool(database_url, min_size=1, max_size=4)
-    try:
-        yield Database(pool, timeout=30)
-    finally:
-        await pool.close()
 
 
 async def _beat(api: Api, token: str, assignment_id: str) -> str:
@@ -59,7 +48,7 @@ async def _active_per_task(db: asyncpg.Connection) -> dict[str, int]:
 
 
 async def test_heartbeats_race_sweeps_and_rival_claims_without_losing_or_doubling_a_claim(
-    api: Api, db: asyncpg.Connection, clock: DbClock, sweeper_db: Database
+    api: Api, db: asyncpg.Connection, clock: DbClock, jobs_db: Database
 ) -> None:
     customer = await api.create_customer()
     holders = [await api.create_expert(["grading"], f"holder{i}") for i in range(EXPERTS)]
@@ -88,7 +77,7 @@ async def test_heartbeats_race_sweeps_and_rival_claims_without_losing_or_doublin
     beats_and_more = await asyncio.gather(
         *(_beat(api, h["token"], c["assignmentId"]) for h, c in zip(holders, claims, strict=True)),
         *(api.claim(r["token"]) for r in rivals),
-        _sweeps(sweeper_db, 6),
+        _sweeps(jobs_db, 6),
     )
     beats, taken, swept = (
         beats_and_more[:EXPERTS],
@@ -108,7 +97,7 @@ async def test_heartbeats_race_sweeps_and_rival_claims_without_losing_or_doublin
     outcome = await asyncio.gather(
         *(_beat(api, h["token"], c["assignmentId"]) for h, c in zip(holders, claims, strict=True)),
         *(api.claim(r["token"]) for r in rivals),
-        _sweeps(sweeper_db, 6),
+        _sweeps(jobs_db, 6),
     )
     beats, taken = outcome[:EXPERTS], list(outcome[EXPERTS : 2 * EXPERTS])
     assert set(beats) == {"LEASE_EXPIRED"}, beats

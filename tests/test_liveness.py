@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from taskroute.db.pool import Database, create_pool
+from taskroute.db.pool import Database
 from taskroute.resolvers.sweeper import sweep_once
 
 from .helpers import Api, GraphQLError, InProcessServer, settings_for, tasks_of
@@ -32,15 +32,6 @@ async def quiet_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
             yield client
     finally:
         await srv.stop()
-
-
-@pytest_asyncio.fixture
-async def sweeper_db(database_url: str) -> AsyncIterator[Database]:
-    pool = await create_pool(database_url, min_size=1, max_size=2)
-    try:
-        yield Database(pool, timeout=10)
-    finally:
-        await pool.close()
 
 
 async def _silence(db: asyncpg.Connection, expert_id: str, seconds: float) -> None:
@@ -68,7 +59,7 @@ async def _lease(db: asyncpg.Connection, assignment_id: str) -> tuple[str, datet
 
 
 async def test_silent_expert_loses_claim_before_lease_ends(
-    quiet_api: Api, db: asyncpg.Connection, sweeper_db: Database
+    quiet_api: Api, db: asyncpg.Connection, jobs_db: Database
 ) -> None:
     api = quiet_api
     customer = (await api.create_customer())["token"]
@@ -93,7 +84,7 @@ async def test_silent_expert_loses_claim_before_lease_ends(
     status, lease_until, now = await _lease(db, c_silent["assignmentId"])
     assert status == "active" and lease_until - now > timedelta(minutes=20)
 
-    assert await sweep_once(sweeper_db) == 1
+    assert await sweep_once(jobs_db) == 1
 
     # The silent expert's claim is back in the pool, counted as an attempt ...
     status, lease_until, now = await _lease(db, c_silent["assignmentId"])
@@ -117,7 +108,7 @@ async def test_silent_expert_loses_claim_before_lease_ends(
 
 
 async def test_timeout_is_per_project_and_lease_stays_the_bound(
-    quiet_api: Api, db: asyncpg.Connection, sweeper_db: Database
+    quiet_api: Api, db: asyncpg.Connection, jobs_db: Database
 ) -> None:
     api = quiet_api
     customer = (await api.create_customer())["token"]
@@ -140,13 +131,13 @@ async def test_timeout_is_per_project_and_lease_stays_the_bound(
     # in the chart project: past its 2-minute lease, which caps the default 5-minute timeout.
     await _silence(db, writer["id"], 600)
     await _silence(db, drawer["id"], 180)
-    assert await sweep_once(sweeper_db) == 1
+    assert await sweep_once(jobs_db) == 1
     assert (await _lease(db, c_writer["assignmentId"]))[0] == "active"
     assert (await _lease(db, c_drawer["assignmentId"]))[0] == "expired"
 
     # Past 20 minutes the essay claim goes too.
     await _silence(db, writer["id"], 1260)
-    assert await sweep_once(sweeper_db) == 1
+    assert await sweep_once(jobs_db) == 1
     assert (await _lease(db, c_writer["assignmentId"]))[0] == "expired"
 
 

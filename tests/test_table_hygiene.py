@@ -3,12 +3,9 @@ does not (resolvers/table_hygiene.py), by the per-table thresholds of migration 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
-import pytest_asyncio
 
-from taskroute.db.pool import Database, create_pool
+from taskroute.db.pool import Database
 from taskroute.resolvers.table_hygiene import hygiene_once
 
 from .helpers import wait_for
@@ -17,15 +14,6 @@ TASKS_STATS = (
     "SELECT n_mod_since_analyze, n_dead_tup, last_analyze, last_vacuum"
     " FROM pg_stat_user_tables WHERE relname = 'tasks'"
 )
-
-
-@pytest_asyncio.fixture
-async def jobs_db(database_url: str) -> AsyncIterator[Database]:
-    pool = await create_pool(database_url, min_size=1, max_size=1)
-    try:
-        yield Database(pool, timeout=30)
-    finally:
-        await pool.close()
 
 
 async def _add_tasks(db: asyncpg.Connection, project: str, n: int) -> None:
