@@ -3,7 +3,7 @@
     PYTHONPATH=. python bench/forecast_bench.py [--projects 50] [--tasks 2000] [--experts 200]
         [--list 1000] [--list-tasks 100] [--repeat 20] [--baseline-runs 3]
         [--baseline-limit 120]
-    PYTHONPATH=. python bench/forecast_bench.py --accuracy [--seeds 8]
+    PYTHONPATH=. python bench/forecast_bench.py --accuracy [--seeds 8] [--scenarios steady ...]
 
 Speed (issue 16): creates a scratch database next to the admin DSN (TASKROUTE_TEST_PG or
 postgres@127.0.0.1), fills it with generate_series (projects with deadlines, open/claimed/done
@@ -274,7 +274,7 @@ async def run_scenario(
         await conn.execute(BQ["fa_tasks"], pid, rare, sc.missing_skill)
     total = sc.tasks + sc.missing_skill
 
-    pace: dict[uuid.UUID, float] = {}  # expert -> mean seconds per task
+    pace: dict[uuid.UUID, float] = {}  # expert -> mean seconds per task, in order of arrival
     leaving: set[uuid.UUID] = set()
     events: list[tuple[float, int, str, uuid.UUID]] = []
     order = itertools.count()
@@ -300,11 +300,14 @@ async def run_scenario(
         clock = start + timedelta(seconds=now)
         if kind == "claim":
             if eid in leaving:
-                await conn.execute(BQ["fa_leave"], eid, clock)
+                await conn.execute(BQ["fa_seen"], eid, clock)
                 continue
             row = await conn.fetchrow(Q["claim_call"], eid, None, None, 1.0)
             if row["outcome"] != "claimed":
-                continue  # nothing left for this expert: they go idle
+                # nothing left for this expert: they go idle, seen now (the claim's own stamp,
+                # expert_touch, is the database's wall clock, hours behind the simulated one)
+                await conn.execute(BQ["fa_seen"], eid, clock)
+                continue
             await conn.execute(BQ["fa_stamp_claim"], row["assignment_id"], eid, clock)
             held[eid] = row["assignment_id"]
             took = pace[eid] * rng.lognormvariate(-(TASK_CV**2) / 2, TASK_CV)
@@ -323,9 +326,11 @@ async def run_scenario(
                     for _ in range(n):
                         await add_expert(now + rng.uniform(0, 30))
                 elif what == "leave":
-                    leaving.update(rng.sample(sorted(pace), n))
+                    # drawn in order of arrival: sorted by id (random uuids), who left (and at
+                    # which pace) changed from run to run of one seed
+                    leaving.update(rng.sample(list(pace), n))
                 else:
-                    for e in rng.sample(sorted(pace), n):
+                    for e in rng.sample(list(pace), n):
                         pace[e] *= factor
             while next_check < len(CHECKPOINTS) and done >= CHECKPOINTS[next_check] * total:
                 next_check += 1
@@ -404,7 +409,7 @@ async def accuracy(args: argparse.Namespace) -> None:
         )
         t0 = time.perf_counter()
         verdicts = []
-        for sc in SCENARIOS:
+        for sc in [s for s in SCENARIOS if not args.scenarios or s.name in args.scenarios]:
             runs = [await run_scenario(conn, db, sc, seed, settings) for seed in range(args.seeds)]
             for at in CHECKPOINTS:
                 ours = [r.errors[at] for r in runs if at in r.errors]
@@ -457,5 +462,11 @@ if __name__ == "__main__":
     parser.add_argument("--explain", action="store_true", help="print the forecast's plan")
     parser.add_argument("--accuracy", action="store_true", help="forecast accuracy, not speed")
     parser.add_argument("--seeds", type=int, default=8, help="runs per accuracy scenario")
+    parser.add_argument(
+        "--scenarios",
+        nargs="+",
+        choices=[s.name for s in SCENARIOS],
+        help="accuracy scenarios to run (default: all)",
+    )
     parsed = parser.parse_args()
     asyncio.run(accuracy(parsed) if parsed.accuracy else main(parsed))

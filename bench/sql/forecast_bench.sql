@@ -38,8 +38,9 @@ UPDATE experts SET last_seen_at = $3 WHERE id = $2;
 WITH a AS (UPDATE assignments SET submitted_at = $3 WHERE id = $1)
 UPDATE experts SET last_seen_at = $3 WHERE id = $2;
 
--- name: fa_leave
--- $1 expert_id, $2 simulated time. The expert logs off: seen for the last time at $2.
+-- name: fa_seen
+-- $1 expert_id, $2 simulated time. The expert was seen at $2 without a claim: they log off,
+-- or their claim found nothing.
 UPDATE experts SET last_seen_at = $2 WHERE id = $1;
 
 -- name: fa_alerts

@@ -26,7 +26,8 @@ whatever the history: `forecast_counts` (task counts per project and skill) and
   its rate, each finished project's part going to the others (`_part`), so the largest ends
   with the skill's whole backlog and a small one early;
 - eta = now + remaining / throughput + the tail (when the queue runs dry, n busy experts
-  finish their last tasks at the longest of their residual times, not the mean: see `_tail`)
+  finish their last tasks at the longest of their residual times, not the mean; a task in
+  progress is length-biased and each expert has their own pace and spread: see `_tail`)
   (None when work remains and nobody present holds the skill, or nothing at all was measured
   yet: `reason` says which);
 - range: the relative spread of the ETA combines the uncertainty of the measured means (the
@@ -38,6 +39,7 @@ The project's forecast is the latest of its skills (skills progress in parallel)
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -251,6 +253,7 @@ class Capacity:
     var: float  # variance of the throughput estimate
     weighted_cv: float  # sum of rate x cv
     equiv: float  # sum of shares
+    tail: float = 0.0  # seconds the last tasks add at `throughput` (`_tail`)
 
 
 def _present(rows: list[asyncpg.Record], now: datetime) -> list[Present]:
@@ -340,6 +343,7 @@ def _allocate(
 
 def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> Capacity:
     throughput = var = weighted_cv = 0.0
+    paces = []
     for expert, share in experts:
         pace = book.expert(expert, skill)
         if pace is None:
@@ -349,8 +353,11 @@ def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> 
         throughput += rate
         var += (rate * cv) ** 2 / weight
         weighted_cv += rate * cv
+        paces.append((mean, cv))
     equiv = sum(share for _, share in experts)
-    return Capacity(experts, throughput, var, weighted_cv, equiv)
+    # the tail is the group's: a project's part scales rate and shares alike (`_part`)
+    tail = _tail(paces, equiv / throughput) if throughput > 0 else 0.0
+    return Capacity(experts, throughput, var, weighted_cv, equiv, tail)
 
 
 def _part(group: Capacity, by_project: dict[UUID, float], project: UUID) -> Capacity:
@@ -369,6 +376,7 @@ def _part(group: Capacity, by_project: dict[UUID, float], project: UUID) -> Capa
         group.var * part * part,
         group.weighted_cv * part,
         group.equiv * part,
+        group.tail,
     )
 
 
@@ -378,14 +386,83 @@ def _on_track(remaining: int, eta: datetime | None, deadline: datetime | None) -
     return eta is not None and eta <= deadline
 
 
-def _tail(rate: float, equiv: float, experts: int) -> float:
-    """Seconds the last tasks add to remaining / rate. When the queue runs dry every one of
-    the n experts holds a task with a residual time spread over about one cycle; the work
-    ends with the longest (expected n/(n+1) of a cycle), not their mean (half a cycle)."""
-    if experts < 2 or equiv <= 0:
+# Gauss-Legendre nodes and weights on [0, 1] (4 points: exact for cubics), and the pieces of
+# [0, the residuals' near-maximum] `_tail` integrates over: for cycles without spread the
+# integrand is a polynomial between breakpoints (degree n), so up to 7 such experts get the old
+# closed form n/(n+1) of a cycle exactly;
+# for spread cycles it is smooth: 8 pieces are within 0.04 s of 400 on one-minute cycles (cv
+# 0.05-0.8, 1-200 experts), at 32 products of n cdfs per group of experts.
+_GL4 = tuple(
+    (0.5 + 0.5 * x, 0.5 * w)
+    for x, w in (
+        (-0.8611363115940526, 0.3478548451374538),
+        (-0.3399810435848563, 0.6521451548625461),
+        (0.3399810435848563, 0.6521451548625461),
+        (0.8611363115940526, 0.3478548451374538),
+    )
+)
+TAIL_PIECES = 8
+# A cycle's spread below this is none (the residual is uniform over the cycle).
+EXACT_CV = 1e-6
+# The residuals' near-maximum: this many log-sd above a lognormal cycle's median.
+TAIL_SIGMAS = 4.0
+
+
+def _residual_cdf(r: float, cycle: float, s: float) -> float:
+    """P(residual <= r) for a task in progress of an expert whose cycles are lognormal with
+    mean `cycle` and log-sd `s`. Seen at a random moment, a task is length-biased (long ones
+    are more likely to be in progress), so the residual has density P(cycle > r) / mean
+    (mean cycle (1 + cv^2) / 2, not half a cycle); integrated in closed form."""
+    if s <= 0.0:
+        return min(1.0, r / cycle)
+    if r <= 0.0:
         return 0.0
-    cycle = equiv / rate  # seconds per task of one full-time expert here
-    return cycle * (experts / (experts + 1) - 0.5)
+    z = (math.log(r / cycle) + s * s / 2) / s
+    longer = 0.5 * math.erfc(z / math.sqrt(2))  # P(cycle > r)
+    return 0.5 * math.erfc((s - z) / math.sqrt(2)) + r / cycle * longer
+
+
+def _longest_residual(paces: Sequence[tuple[float, float]]) -> float:
+    """Expected longest residual of n tasks in progress, one per (mean cycle, cv):
+    E[max] = integral over r of 1 - prod P(residual_i <= r)."""
+    sds = [(c, math.sqrt(math.log1p(cv * cv)) if cv > EXACT_CV else 0.0) for c, cv in paces]
+    top = max(c * math.exp(s * (TAIL_SIGMAS - s / 2)) for c, s in sds)
+    # breakpoints: the cycles without spread (their residual's cdf has a kink there)
+    marks = sorted({0.0, top, *(c for c, s in sds if s == 0.0)})
+    pieces: list[tuple[float, float]] = []
+    for a, b in itertools.pairwise(marks):
+        k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
+        pieces += [(a + (b - a) * i / k, a + (b - a) * (i + 1) / k) for i in range(k)]
+    total = 0.0
+    for a, b in reversed(pieces):  # from the top: below some r every residual may be longer
+        most = 0.0
+        for x, w in _GL4:
+            r = a + (b - a) * x
+            p = 1.0
+            for c, s in sds:
+                p *= _residual_cdf(r, c, s)
+                if p < 1e-12:  # some residual is surely longer: the rest cannot matter
+                    break
+            most = max(most, p)
+            total += w * (b - a) * (1.0 - p)
+        if most < 1e-9:  # all the max's mass is above this piece: the rest counts in full
+            return total + a
+    return total
+
+
+def _tail(paces: Sequence[tuple[float, float]], cycle: float) -> float:
+    """Seconds the last tasks add to remaining / rate, at the measured rate. When the queue
+    runs dry every one of the n experts holds a task in progress, and the work ends with the
+    longest of their residuals; remaining / rate counts each as half a cycle (`cycle`: of one
+    full-time expert here). Taking the residuals as uniform over one mean cycle (n/(n+1) of a
+    cycle) left ETAs ~1% early (bench/RESULTS.md, 2026-12-02): a task in progress is
+    length-biased (mean residual c (1 + cv^2) / 2) and a slower expert's residual is longer,
+    so the longest comes from each expert's own mean and measured spread. Every expert with
+    a share is taken to hold one (as the old count did): the project that ends last has the
+    whole group at its end."""
+    if not paces or cycle <= 0:
+        return 0.0
+    return _longest_residual(paces) - 0.5 * cycle
 
 
 def _skill(
@@ -404,7 +481,9 @@ def _skill(
             return now
         if rate <= 0:
             return None
-        return now + timedelta(seconds=left / rate + _tail(rate, equiv, len(capacity.experts)))
+        # the tail at another rate: every cycle scaled by throughput / rate, and so is the tail
+        tail = capacity.tail * throughput / rate
+        return now + timedelta(seconds=left / rate + tail)
 
     spread = MAX_SPREAD
     if throughput > 0:
