@@ -288,6 +288,10 @@ async def run_scenario(
 
     for _ in range(sc.experts):
         await add_expert(rng.uniform(0, 5))
+    # Statistics for the new rows: without them (a cluster without autovacuum, as the helpers'
+    # is) the deadline evaluator's cached generic plan of forecast_experts cost ~1 s of CPU per
+    # call against ~10 ms, and on a loaded machine a call ran past the pool's 30 s timeout.
+    await conn.execute(BQ["fa_analyze"])
     pending = sorted(sc.events)
     done = 0
     asks: list[tuple[float, float, float | None, str | None, float]] = []

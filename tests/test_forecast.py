@@ -7,8 +7,10 @@ the test itself takes (not a speed assertion).
 
 from __future__ import annotations
 
+import math
 import uuid
 from datetime import datetime, timedelta
+from statistics import NormalDist
 
 import asyncpg
 import pytest
@@ -22,6 +24,32 @@ from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
 TOL_H = 0.02  # hours of slack for the test's own running time
 # Two experts with 10-minute cycles: the tail adds (2/3 - 1/2) x 10 minutes.
 TAIL_2_H = (2 / 3 - 1 / 2) * 10 / 60
+
+
+async def _spread_expert(api: Api, db: asyncpg.Connection, customer: str, name: str) -> None:
+    """An expert whose cycles alternate 15 and 5 minutes: mean 10 minutes, cv 0.5 (their
+    history project is used up: no other work shares their time)."""
+    hist = await history_project(api, customer, "grading", 7)
+    e = await api.create_expert(["grading"], name=name)
+    # each claimed a minute before its submit, so they went straight on: a cycle runs from
+    # the previous submission (the one 70 minutes ago, outside the hour's window, only
+    # starts the first)
+    await add_history(db, hist, e["id"], "grading", [70, 55, 50, 35, 30, 15, 10], on_task=1)
+    await seen(db, e["id"], 1)
+
+
+def _longest_of_two_residuals(mean: float, cv: float) -> float:
+    """E[max] of two tasks in progress with lognormal cycles, by brute force (1 s steps): a
+    task seen in progress is length-biased, its residual has density P(cycle > r) / mean."""
+    s = math.sqrt(math.log1p(cv * cv))
+    cycle = NormalDist(math.log(mean) - s * s / 2, s)
+    cdf = total = 0.0
+    above = 1.0  # P(max > r), at r = 0
+    for r in range(int(20 * mean)):
+        cdf += (1 - cycle.cdf(math.log(r + 0.5))) / mean
+        total += (above + 1 - cdf * cdf) / 2  # trapezoid over [r, r + 1]
+        above = 1 - cdf * cdf
+    return total
 
 
 async def _two_steady_experts(api: Api, db: asyncpg.Connection, customer: str) -> list[str]:
@@ -74,6 +102,36 @@ async def test_steady_throughput(api: Api, db: asyncpg.Connection) -> None:
     assert f["bySkill"][0]["remaining"] == 24 and f["bySkill"][0]["inFlight"] == 1
     # carl is present now (he just claimed) at the skill's pace: three experts, 18/hour.
     assert f["throughputPerHour"] == pytest.approx(18.0)
+
+
+async def test_the_tail_follows_the_measured_spread(api: Api, db: asyncpg.Connection) -> None:
+    """The last tasks end with the longest residual of the tasks in progress, and a task in
+    progress is length-biased: with spread cycles its residual averages c (1 + cv^2) / 2,
+    more than half a cycle (taken as uniform over one cycle, ETAs came out ~1% early:
+    bench/RESULTS.md, 2026-12-02)."""
+    customer = (await api.create_customer())["token"]
+    await _spread_expert(api, db, customer, "ada")
+    now = await db_now(db)
+    due = (now + timedelta(hours=5)).isoformat()
+    pid = (await api.create_project(customer, tasks_of("grading", 12), deadline=due))["project"][
+        "id"
+    ]
+    f = await forecast(api, customer, pid)
+    assert f["throughputPerHour"] == pytest.approx(6.0)
+    # one expert: 12 tasks at 6/hour, plus 600 s x 0.5^2 / 2 = 75 s (the uniform residual
+    # added nothing for one expert)
+    eta_s = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds()
+    assert eta_s == pytest.approx(2 * 3600 + 75, abs=0.5)
+
+    await _spread_expert(api, db, customer, "bob")
+    f = await forecast(api, customer, pid)
+    assert f["throughputPerHour"] == pytest.approx(12.0)
+    # two experts: the longer of two length-biased residuals, over the half cycle that
+    # remaining / rate counts; the uniform residual gave 100 s
+    tail = _longest_of_two_residuals(600, 0.5) - 300
+    assert tail > 200
+    eta_s = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds()
+    assert eta_s == pytest.approx(3600 + tail, abs=1.0)
 
 
 async def test_tight_deadline_asks_for_more_experts(api: Api, db: asyncpg.Connection) -> None:

@@ -43,6 +43,10 @@ UPDATE experts SET last_seen_at = $3 WHERE id = $2;
 -- or their claim found nothing.
 UPDATE experts SET last_seen_at = $2 WHERE id = $1;
 
+-- name: fa_analyze
+-- Statistics for the planner after a scenario's world is built (autovacuum may be off).
+ANALYZE;
+
 -- name: fa_alerts
 -- $1 project_id, $2 kind ('at_risk' | 'recovered'). How many such alerts it has.
 SELECT count(*)::int FROM project_alerts WHERE project_id = $1 AND kind = $2;
