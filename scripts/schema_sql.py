@@ -24,9 +24,7 @@ sys.path.insert(0, str(ROOT))
 from taskroute.db.migrate import migrate_url  # noqa: E402
 
 SCHEMA_SQL = ROOT / "schema.sql"
-DEFAULT_ADMIN_DSN = os.environ.get(
-    "TASKROUTE_TEST_PG", "postgresql://root@127.0.0.1:5432/postgres"
-)
+DEFAULT_ADMIN_DSN = os.environ.get("TASKROUTE_TEST_PG", "postgresql://root@127.0.0.1:5432/postgres")
 HEADER = (
     "-- The schema the migrations produce (taskroute/db/migrations, then db/functions), as\n"
     "-- pg_dump prints it. Generated: .venv/bin/python scripts/schema_sql.py. Do not edit.\n"

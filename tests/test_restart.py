@@ -117,7 +117,6 @@ async def test_rolling_restart_under_load_loses_and_doubles_nothing(
     await check_exactly_once(db, tally, total)
 
 
-
 async def test_drain_closes_sockets_with_1001_and_turns_readiness_off(
     server: InProcessServer, api: Api
 ) -> None:
