@@ -15,6 +15,10 @@ whatever the history: `forecast_counts` (task counts per project and skill) and
   few tasks. The mean is shrunk towards the skill's typical cycle (median over its experts)
   by PRIOR_WEIGHT pseudo-submissions; a present expert with no history in the skill gets the
   typical cycle, and a skill with no history the median over the other skills;
+- a mean of k cycles is an unbiased time per task but 1 / it over-estimates the rate (Jensen,
+  by about cv^2 / k), and the ETA of n experts is remaining / the sum of their rates: the
+  throughput an ETA is computed at takes out that bias to second order from each mean's own
+  sampling variance (`_capacity`; one expert's ETA stays remaining x their mean);
 - present = active and seen within the presence window or holding a live lease, and not idle
   (no live lease, nothing done) for more than IDLE_CYCLES of their own cycles (and at least
   IDLE_MIN_SECONDS): someone who logged off stops counting within minutes, not at the end of
@@ -220,18 +224,26 @@ class PaceBook:
     def prior(self, skill: str) -> float | None:
         return self.typical.get(skill, self.fallback)
 
-    def expert(self, expert: UUID, skill: str) -> tuple[float, float, float] | None:
-        """(seconds per task, cv, effective samples) for one expert, or None if unknown."""
+    def expert(self, expert: UUID, skill: str) -> tuple[float, float, float, float] | None:
+        """(seconds per task, cv, effective samples, noise) for one expert, or None if unknown.
+
+        noise: the relative variance of the seconds per task from the sampling of the expert's
+        own cycles (var / mean^2; none for the prior alone, which no cycle of theirs moved)."""
         prior = self.prior(skill)
         own = self.own.get((expert, skill))
         if own is None:
             if prior is None:
                 return None
-            return prior, self.typical_cv.get(skill, SINGLE_CV), PRIOR_WEIGHT
+            return prior, self.typical_cv.get(skill, SINGLE_CV), PRIOR_WEIGHT, 0.0
+        k = own.weight
+        # the cycles' variance, unbiased (Pace.cv is over k, not k - 1)
+        sd2 = (own.cv * own.mean) ** 2 * (k / (k - 1) if k > 1 else 1.0)
         if prior is None:
-            return own.mean, own.cv, own.weight
-        mean = (own.weight * own.mean + PRIOR_WEIGHT * prior) / (own.weight + PRIOR_WEIGHT)
-        return mean, own.cv, own.weight + PRIOR_WEIGHT
+            return own.mean, own.cv, k, sd2 / k / own.mean**2
+        mean = (k * own.mean + PRIOR_WEIGHT * prior) / (k + PRIOR_WEIGHT)
+        # var of (k x own mean + w x prior) / (k + w) with the prior fixed: k sd^2 / (k + w)^2
+        noise = k * sd2 / (k + PRIOR_WEIGHT) ** 2 / mean**2
+        return mean, own.cv, k + PRIOR_WEIGHT, noise
 
 
 @dataclass(frozen=True)
@@ -342,18 +354,35 @@ def _allocate(
 
 
 def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> Capacity:
-    throughput = var = weighted_cv = 0.0
+    """The group's throughput, at which remaining / throughput is the expected time to do it.
+
+    Each expert's mean cycle is an unbiased time per task, but share / mean over-estimates
+    their rate: E[1 / m] = (1 / mu) (1 + v) to second order (v: the mean's relative sampling
+    variance, cv^2 / k for k cycles). And remaining / (sum of rates) is convex in the sum,
+    E[1 / R] = (1 / E[R]) (1 + Var R / E[R]^2). Together E[1 / R] = (1 / R) (1 - B / R +
+    V / R^2) with B = sum of rate x v and V = sum of rate^2 x v, so the throughput is divided
+    by (1 + B / R - V / R^2): none for one expert (remaining x their mean is unbiased), ~cv^2
+    / k for many. Without it the ETAs of bench/forecast_bench.py's `steady` came out early by
+    about that much (bench/RESULTS.md, 2026-12-02, second section)."""
+    throughput = var = weighted_cv = bias = noise = 0.0
     paces = []
     for expert, share in experts:
         pace = book.expert(expert, skill)
         if pace is None:
             continue
-        mean, cv, weight = pace
+        mean, cv, weight, v = pace
         rate = share / mean
         throughput += rate
         var += (rate * cv) ** 2 / weight
         weighted_cv += rate * cv
+        bias += rate * v
+        noise += rate * rate * v
         paces.append((mean, cv))
+    if throughput > 0:
+        unbias = 1 + bias / throughput - noise / throughput**2
+        throughput /= unbias
+        var /= unbias * unbias
+        weighted_cv /= unbias
     equiv = sum(share for _, share in experts)
     # the tail is the group's: a project's part scales rate and shares alike (`_part`)
     tail = _tail(paces, equiv / throughput) if throughput > 0 else 0.0
