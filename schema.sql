@@ -1552,19 +1552,21 @@ CREATE FUNCTION public.taskroute_task_counts_delta() RETURNS trigger
     AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO task_count_deltas (project_id, skill, status, n)
-        SELECT project_id, skill, status, count(*) FROM new_rows GROUP BY 1, 2, 3;
+        INSERT INTO task_count_deltas (project_id, skill, status, gold, n)
+        SELECT project_id, skill, status, kind = 'gold', count(*) FROM new_rows
+        GROUP BY 1, 2, 3, 4;
     ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO task_count_deltas (project_id, skill, status, n)
-        SELECT project_id, skill, status, -count(*) FROM old_rows GROUP BY 1, 2, 3;
+        INSERT INTO task_count_deltas (project_id, skill, status, gold, n)
+        SELECT project_id, skill, status, kind = 'gold', -count(*) FROM old_rows
+        GROUP BY 1, 2, 3, 4;
     ELSE
-        INSERT INTO task_count_deltas (project_id, skill, status, n)
-        SELECT project_id, skill, status, sum(d) FROM (
-            SELECT project_id, skill, status, 1 AS d FROM new_rows
+        INSERT INTO task_count_deltas (project_id, skill, status, gold, n)
+        SELECT project_id, skill, status, gold, sum(d) FROM (
+            SELECT project_id, skill, status, kind = 'gold' AS gold, 1 AS d FROM new_rows
             UNION ALL
-            SELECT project_id, skill, status, -1 FROM old_rows
+            SELECT project_id, skill, status, kind = 'gold', -1 FROM old_rows
         ) moved
-        GROUP BY 1, 2, 3 HAVING sum(d) <> 0;
+        GROUP BY 1, 2, 3, 4 HAVING sum(d) <> 0;
     END IF;
     RETURN NULL;
 END
@@ -2153,7 +2155,8 @@ CREATE TABLE public.task_count_deltas (
     project_id uuid NOT NULL,
     skill text NOT NULL,
     status text NOT NULL,
-    n integer NOT NULL
+    n integer NOT NULL,
+    gold boolean DEFAULT false NOT NULL
 );
 
 --
@@ -2164,7 +2167,8 @@ CREATE TABLE public.task_counts (
     project_id uuid NOT NULL,
     skill text NOT NULL,
     status text NOT NULL,
-    n bigint NOT NULL
+    n bigint NOT NULL,
+    gold boolean DEFAULT false NOT NULL
 );
 
 --
@@ -2494,7 +2498,7 @@ ALTER TABLE ONLY public.skill_scarcity
 --
 
 ALTER TABLE ONLY public.task_counts
-    ADD CONSTRAINT task_counts_pkey PRIMARY KEY (project_id, skill, status);
+    ADD CONSTRAINT task_counts_pkey PRIMARY KEY (project_id, skill, status, gold);
 
 --
 -- Name: tasks tasks_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -73,13 +73,15 @@ FROM p WHERE t.project_id = p.id AND t.status IN ('open', 'pending');
 
 -- fragment: project_task_counts
 -- $1 project_id. Counts of the project's tasks by state; gold servings are not customer work.
-SELECT count(*) AS total,
-       count(*) FILTER (WHERE t.status IN ('open', 'pending')) AS open,
-       count(*) FILTER (WHERE t.status = 'claimed') AS claimed,
-       count(*) FILTER (WHERE t.status = 'done') AS done,
-       count(*) FILTER (WHERE t.status = 'failed') AS failed,
-       count(*) FILTER (WHERE t.status = 'canceled') AS canceled
-FROM tasks t WHERE t.project_id = $1 AND t.kind <> 'gold'
+-- From the maintained counts (task_counts.sql: index probes, exact in any snapshot), not a
+-- recount of the project's tasks, which read every one of them, done ones included.
+SELECT coalesce(sum(c.n), 0)::bigint AS total,
+       coalesce(sum(c.n) FILTER (WHERE c.status IN ('open', 'pending')), 0)::bigint AS open,
+       coalesce(sum(c.n) FILTER (WHERE c.status = 'claimed'), 0)::bigint AS claimed,
+       coalesce(sum(c.n) FILTER (WHERE c.status = 'done'), 0)::bigint AS done,
+       coalesce(sum(c.n) FILTER (WHERE c.status = 'failed'), 0)::bigint AS failed,
+       coalesce(sum(c.n) FILTER (WHERE c.status = 'canceled'), 0)::bigint AS canceled
+FROM ({{ task_counts_of($1) }}) c WHERE NOT c.gold
 
 -- name: project_progress
 -- $1 project_id. Counts of tasks by state (gold servings are not customer work), and the
