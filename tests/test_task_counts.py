@@ -1,5 +1,7 @@
 """The maintained task counts (issue 16) equal a recount of the tasks after a concurrent mix of
-claims, submits, expiries, a cancel, a retraction, the sweeper and the compactor.
+claims, submits, expiries, a cancel, a retraction, the sweeper and the compactor, per (skill,
+status, gold) (migration 0027). Gold servings themselves are counted in test_quality's gold
+test, through projectProgress, which leaves them out.
 
 Experts race through three projects over the API while side tasks expire leases, sweep, fold
 the deltas and cancel a project; the counts are checked against `tasks` once the dust settles,
@@ -22,25 +24,29 @@ EXPERTS = 8
 ROUNDS = 12
 
 
-async def _recount(db: asyncpg.Connection, project: str) -> dict[tuple[str, str], int]:
+Key = tuple[str, str, bool]  # (skill, status, gold)
+
+
+async def _recount(db: asyncpg.Connection, project: str) -> dict[Key, int]:
     rows = await db.fetch(
-        "SELECT skill, status, count(*)::int AS n FROM tasks WHERE project_id = $1"
-        " GROUP BY skill, status",
+        "SELECT skill, status, kind = 'gold' AS gold, count(*)::int AS n FROM tasks"
+        " WHERE project_id = $1 GROUP BY 1, 2, 3",
         project,
     )
-    return {(r["skill"], r["status"]): r["n"] for r in rows}
+    return {(r["skill"], r["status"], r["gold"]): r["n"] for r in rows}
 
 
-async def _counted(db: asyncpg.Connection, project: str) -> dict[tuple[str, str], int]:
+async def _counted(db: asyncpg.Connection, project: str) -> dict[Key, int]:
     rows = await db.fetch(Q["task_counts_project"], project)
-    return {(r["skill"], r["status"]): r["n"] for r in rows}
+    return {(r["skill"], r["status"], r["gold"]): r["n"] for r in rows}
 
 
-async def _folded(db: asyncpg.Connection, project: str) -> dict[tuple[str, str], int]:
+async def _folded(db: asyncpg.Connection, project: str) -> dict[Key, int]:
     rows = await db.fetch(
-        "SELECT skill, status, n::int FROM task_counts WHERE project_id = $1 AND n <> 0", project
+        "SELECT skill, status, gold, n::int FROM task_counts WHERE project_id = $1 AND n <> 0",
+        project,
     )
-    return {(r["skill"], r["status"]): r["n"] for r in rows}
+    return {(r["skill"], r["status"], r["gold"]): r["n"] for r in rows}
 
 
 async def _worker(api: Api, db: asyncpg.Pool, token: str, seed: int) -> None:
@@ -145,7 +151,7 @@ async def test_counts_equal_a_recount_after_a_concurrent_mix(
     statuses = set()
     for project in (keep, cancel, other):
         recount = await _recount(db, project)
-        statuses |= {status for _, status in recount}
+        statuses |= {status for _, status, _ in recount}
         assert await _counted(db, project) == recount
     # The mix reached every state the counts must follow (claims all ended: their rows are 0).
     assert {"open", "done", "canceled"} <= statuses

@@ -17,11 +17,12 @@ UNION ALL
 SELECT d.project_id, d.skill, d.status, d.gold, d.n FROM task_count_deltas d
 
 -- name: task_counts_project
--- $1 project_id. The project's counts per (skill, status), as the forecast sees them.
-SELECT skill, status, sum(n)::int AS n
+-- $1 project_id. The project's counts per (skill, status, gold), as the forecast (which sums
+-- over gold) and progress (which leaves gold out) see them.
+SELECT skill, status, gold, sum(n)::int AS n
 FROM ({{ task_counts_of($1) }}) c
-GROUP BY skill, status HAVING sum(n) <> 0
-ORDER BY skill, status;
+GROUP BY skill, status, gold HAVING sum(n) <> 0
+ORDER BY skill, status, gold;
 
 -- name: task_counts_compact
 -- No parameters. Folds every committed delta into task_counts in one transaction (readers see
