@@ -348,6 +348,31 @@ async def test_progress_recount_reads_a_bounded_number_of_rows(
     ]
 
 
+async def test_customer_summary_reads_a_bounded_number_of_rows(
+    history: dict[str, Any],
+    logged: tuple[Database, PlanLog, Settings],
+    db: asyncpg.Connection,
+) -> None:
+    """The customer's summary (their dashboard) sums the maintained counts of their projects;
+    it recounted every task they ever had (200k here)."""
+    jobs, log, _ = logged
+    customer = await db.fetchval(
+        "SELECT customer_id FROM projects WHERE id = $1", history["project"]
+    )
+    log.take()
+    async with jobs.connection() as conn:
+        row = await conn.fetchrow(Q["customer_projects_summary"], customer)
+    assert too_many(log.take(), JOB_ROWS) == []
+    recount = await db.fetchrow(
+        "SELECT count(*) AS tasks, count(*) FILTER (WHERE t.status = 'done') AS done"
+        " FROM tasks t JOIN projects p ON p.id = t.project_id"
+        " WHERE p.customer_id = $1 AND t.kind <> 'gold'",
+        customer,
+    )
+    assert recount["tasks"] > 100_000
+    assert (row["tasks"], row["done"]) == (recount["tasks"], recount["done"])
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="issue 19 finding: routing_deadline_bump's rewrite of a bumped project's tasks "

@@ -84,7 +84,9 @@ WHERE id = $1 RETURNING *;
 SELECT * FROM customers WHERE id = $1;
 
 -- name: customer_projects_summary
--- $1 customer id. Project counts by status and task counts by state, over all projects.
+-- $1 customer id. Project counts by status and task counts by state (gold servings left
+-- out), over all projects: from the maintained counts (task_counts.sql), index probes per
+-- project, not a recount of every task the customer ever had.
 SELECT
     (SELECT count(*) FROM projects WHERE customer_id = $1)::int AS projects,
     (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'active')::int AS active,
@@ -92,12 +94,13 @@ SELECT
         AS completed,
     (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'canceled')::int
         AS canceled,
-    count(t.id) FILTER (WHERE t.kind <> 'gold')::int AS tasks,
-    count(t.id) FILTER (WHERE t.kind <> 'gold' AND t.status = 'done')::int AS done,
-    count(t.id) FILTER (WHERE t.kind <> 'gold' AND t.status IN ('open', 'pending', 'claimed'))::int
+    coalesce(sum(c.n), 0)::int AS tasks,
+    coalesce(sum(c.n) FILTER (WHERE c.status = 'done'), 0)::int AS done,
+    coalesce(sum(c.n) FILTER (WHERE c.status IN ('open', 'pending', 'claimed')), 0)::int
         AS remaining
-FROM projects p JOIN tasks t ON t.project_id = p.id
-WHERE p.customer_id = $1;
+FROM projects p
+CROSS JOIN LATERAL ({{ task_counts_of(p.id) }}) c
+WHERE p.customer_id = $1 AND NOT c.gold;
 
 -- name: customers_page
 -- $1 name search (substring, case-insensitive; NULL: all), $2 after created_at, $3 after id
