@@ -14,9 +14,11 @@ from statistics import NormalDist
 
 import asyncpg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from taskroute.config import Settings
-from taskroute.resolvers.forecast import forecasts
+from taskroute.resolvers.forecast import Sharing, forecasts
 
 from .forecast_helpers import add_history, db_now, forecast, history_project, seen
 from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
@@ -347,3 +349,16 @@ async def test_history_after_the_asked_clock_is_no_pace(api: Api, db: asyncpg.Co
     # seen later than that clock too, so present then, with no pace yet
     assert s.samples == 0 and f.eta is None and s.active_experts == 2
     assert s.reason == "no pace measured yet for `grading`"
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), max_size=60))
+def test_a_projects_part_of_its_groups_rate_is_the_processor_sharing_sum(work: list[float]) -> None:
+    """Sharing's binary search gives what summing min(v, mine) over the group gives (the
+    forecast of a list of 1,000 projects did that sum once per project)."""
+    by_project = {uuid.uuid4(): w for w in work}
+    sharing = Sharing(by_project)
+    busy = max(1, sum(1 for w in work if w > 0))
+    for project, mine in list(by_project.items()) + [(uuid.uuid4(), 0.0)]:
+        ahead = sum(min(v, mine) for v in by_project.values())
+        expected = mine / ahead if ahead > 0 else 1.0 / busy
+        assert sharing.part(project) == pytest.approx(expected, rel=1e-9)
