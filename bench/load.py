@@ -179,6 +179,8 @@ class Stats:
     claimed: int = 0
     acked: int = 0
     abandoned: int = 0  # claims whose submit never got an answer (must stay 0)
+    # --timeline: (seconds since the window opened, kind, latency) of every answered request
+    events: list[tuple[float, str, float]] = field(default_factory=list)
 
     def count(self, kind: str, outcome: str) -> None:
         self.counts[kind][outcome] = self.counts[kind].get(outcome, 0) + 1
@@ -197,7 +199,7 @@ def _outcome(status: int, body: Any) -> tuple[str, Any]:
 
 async def run_expert(
     token: str, port: int, start_at: float, window: tuple[float, float], think: float,
-    stats: Stats, stopping: asyncio.Event, rng: random.Random,
+    stats: Stats, stopping: asyncio.Event, rng: random.Random, timeline: bool = False,
 ) -> None:  # fmt: skip
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start_at - loop.time()))
@@ -238,6 +240,8 @@ async def run_expert(
                 stats.count(kind, label)
                 if outcome == "ok":
                     stats.lat[kind].append(loop.time() - t)
+                    if timeline:
+                        stats.events.append((t - window[0], kind, loop.time() - t))
             if outcome == "ok":
                 return data
             if outcome == "error" or (kind == "claim" and stopping.is_set()):
@@ -295,7 +299,7 @@ def generator(
         experts = [
             run_expert(
                 tok, port, base + ramp * (offset + i * args_d["procs"]) / total,
-                window, think, stats, stopping, rng,
+                window, think, stats, stopping, rng, args_d["timeline"],
             )
             for i, tok in enumerate(tokens)
         ]  # fmt: skip
@@ -479,7 +483,11 @@ async def measure(args: argparse.Namespace) -> None:
         groups = (server_procs, pg_procs, gen_procs, bouncer_procs)
         c0 = [cpu_seconds(x) for x in groups]
         m0 = loop.time()
-        await asyncio.sleep(args.seconds)
+        samples: list[dict[str, Any]] = []
+        if args.timeline:
+            samples = await sample_timeline(dbname, wall_start + args.ramp, args.seconds)
+        else:
+            await asyncio.sleep(args.seconds)
         c1 = [cpu_seconds(x) for x in groups]
         elapsed = loop.time() - m0
         per_kind_pg = await pss_per_kind(dsn) if pss else None
@@ -593,6 +601,63 @@ async def measure(args: argparse.Namespace) -> None:
     lost = claimed - acked
     ok = lost == 0 and check["payouts"] == check["submitted"] == acked
     print(f"  nothing lost, paid once: {'yes' if ok else 'NO'}")
+    if args.timeline:
+        print_timeline(results, samples)
+
+
+async def sample_timeline(dbname: str, start: float, seconds: float) -> list[dict[str, Any]]:
+    """--timeline: Postgres' WAL counters, checkpointer and backends every 0.25 s."""
+    conn = await asyncpg.connect(ADMIN_DSN)
+    out: list[dict[str, Any]] = []
+    try:
+        while (t := time.time() - start) < seconds:
+            row = await conn.fetchrow(B["bench_load_timeline_sample"], dbname)
+            assert row is not None
+            d = dict(row)
+            d["t"], d["waits"], d["slow"] = t, json.loads(d["waits"]), json.loads(d["slow"])
+            out.append(d)
+            await asyncio.sleep(0.25)
+    finally:
+        await conn.close()
+    return out
+
+
+def print_timeline(results: list[dict[str, Any]], samples: list[dict[str, Any]]) -> None:
+    """Per second of the window: requests and their p99/max, next to what Postgres did."""
+    events = [e for r in results for e in r["events"]]
+    print()
+    print("  timeline (per second of the window; WAL and FPI are per second too):")
+    print(
+        "   s  claims  p99/max ms   hb p99   sub p99 |   WAL MB  FPI  syncs | checkpointer"
+        " | backends' waits (summed over samples) | statements > 50 ms"
+    )
+    prev = samples[0] if samples else None
+    for sec in range(int(max((e[0] for e in events), default=0)) + 1):
+        lat = {k: sorted(e[2] for e in events if int(e[0]) == sec and e[1] == k)
+               for k in KINDS}  # fmt: skip
+        cl = lat["claim"]
+        row = [s for s in samples if int(s["t"]) == sec]
+        wal = fpi = syncs = 0.0
+        waits: dict[str, int] = {}
+        slow: list[str] = []
+        cp = set()
+        for s in row:
+            if prev is not None:
+                wal += (s["wal_bytes"] - prev["wal_bytes"]) / 1e6
+                fpi += s["wal_fpi"] - prev["wal_fpi"]
+                syncs += s["wal_sync"] - prev["wal_sync"]
+            prev = s
+            cp.add(s["checkpointer"])
+            for e, n in s["waits"].items():
+                waits[e] = waits.get(e, 0) + n
+            slow += s["slow"]
+        top = ", ".join(f"{e} {n}" for e, n in sorted(waits.items(), key=lambda x: -x[1])[:4])
+        print(
+            f"  {sec:>3} {len(cl):>6} {pct(cl, 0.99):>6.0f}/{(1000 * cl[-1] if cl else 0):<5.0f}"
+            f" {pct(lat['heartbeat'], 0.99):>7.0f} {pct(lat['submit'], 0.99):>8.0f} |"
+            f" {wal:>7.1f} {fpi:>5.0f} {syncs:>5.0f} | {'/'.join(sorted(cp)):<12} | {top} |"
+            f" {'; '.join(sorted(set(slow)))[:120]}"
+        )
 
 
 async def admin_check(dsn: str) -> dict[str, int]:
@@ -624,6 +689,11 @@ def main() -> None:
         "--pgbouncer",
         action="store_true",
         help="request pools through a PgBouncer in transaction mode (LISTEN direct)",
+    )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print per second: request p99s beside WAL volume, checkpoints and backend waits",
     )
     args = p.parse_args()
     needed = args.experts / args.think * (args.ramp + args.seconds + args.think)

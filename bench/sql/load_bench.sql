@@ -20,3 +20,20 @@ SELECT pg_stat_statements_reset();
 SELECT query, calls::bigint AS calls, total_exec_time AS ms
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database());
+
+-- name: bench_load_timeline_sample
+-- $1 database name. One --timeline sample: the WAL counters so far, what the checkpointer
+-- is doing, and the bench database's active backends (wait events, and statements running
+-- for more than 50 ms, first 60 characters).
+SELECT w.wal_records, w.wal_fpi, w.wal_bytes::bigint AS wal_bytes, w.wal_write, w.wal_sync,
+       (SELECT coalesce(wait_event, 'cpu') FROM pg_stat_activity
+        WHERE backend_type = 'checkpointer') AS checkpointer,
+       (SELECT coalesce(jsonb_object_agg(e, n), '{}') FROM (
+          SELECT coalesce(wait_event, 'cpu') AS e, count(*) AS n FROM pg_stat_activity
+          WHERE datname = $1 AND state = 'active' AND pid <> pg_backend_pid()
+          GROUP BY 1) x) AS waits,
+       (SELECT coalesce(jsonb_agg(left(regexp_replace(query, '^(\s*--[^\n]*\n)*\s*', ''), 60)), '[]')
+        FROM pg_stat_activity
+        WHERE datname = $1 AND state = 'active' AND pid <> pg_backend_pid()
+          AND now() - query_start > interval '50 ms') AS slow
+FROM pg_stat_wal w;
