@@ -39,15 +39,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import json
 import multiprocessing as mp
 import os
 import random
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -78,6 +81,13 @@ HEARTBEAT_Q = (
 )
 SUBMIT_Q = "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) { id payCents } }"
 ANSWER = {"label": "ok"}
+METRICS_TOKEN = "load-bench-metrics"
+# Server-side histograms read from /metrics around the window: (name, label or None)
+SERVER_WAITS = (
+    ("taskroute_admission_wait_seconds", "claim"),
+    ("taskroute_admission_wait_seconds", "protect"),
+    ("taskroute_event_loop_lag_seconds", None),
+)
 
 
 # --- seeding -------------------------------------------------------------------------------
@@ -382,6 +392,40 @@ async def pss_per_kind(dsn: str) -> dict[str, tuple[int, float]]:
     return found
 
 
+async def scrape_histograms(port: int) -> dict[tuple[str, str | None], dict[float, float]]:
+    """SERVER_WAITS' cumulative bucket counts from the server's /metrics."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {METRICS_TOKEN}\r\n"
+        "Connection: close\r\n\r\n".encode()
+    )
+    text = (await reader.read()).decode()
+    writer.close()
+    out: dict[tuple[str, str | None], dict[float, float]] = {}
+    for name, label in SERVER_WAITS:
+        sel = f'le="([^"]+)",priority="{label}"' if label else 'le="([^"]+)"'
+        found = re.findall(rf"^{name}_bucket\{{{sel}\}} (\S+)$", text, re.M)
+        out[(name, label)] = {float(le): float(n) for le, n in found}
+    return out
+
+
+def bucket_quantile(cumulative: dict[float, float], q: float) -> float:
+    """Prometheus' histogram_quantile: linear within the bucket that holds the q-th value."""
+    bounds = sorted(cumulative)
+    total = cumulative.get(float("inf"), 0.0)
+    if total <= 0:
+        return float("nan")
+    rank, lower, below = q * total, 0.0, 0.0
+    for le in bounds:
+        n = cumulative[le]
+        if n >= rank:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * (rank - below) / max(n - below, 1e-9)
+        lower, below = le, n
+    return lower
+
+
 def pct(xs: list[float], p: float) -> float:
     if not xs:
         return float("nan")
@@ -402,6 +446,10 @@ async def start_server(
     migrations."""
     port = free_port()
     env = {**os.environ, "DATABASE_URL": dsn, "PYTHONPATH": str(ROOT)}
+    # /metrics adds up both workers (read before and after the window: server-side waits)
+    env["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="taskroute-load-metrics-")
+    atexit.register(shutil.rmtree, env["PROMETHEUS_MULTIPROC_DIR"], True)
+    env["TASKROUTE_METRICS_TOKEN"] = METRICS_TOKEN
     if direct is not None:
         env["TASKROUTE_DIRECT_DATABASE_URL"] = direct
     for name, value in (
@@ -482,6 +530,7 @@ async def measure(args: argparse.Namespace) -> None:
         pss = await pss_start(dsn)
         groups = (server_procs, pg_procs, gen_procs, bouncer_procs)
         c0 = [cpu_seconds(x) for x in groups]
+        h0 = await scrape_histograms(port)
         m0 = loop.time()
         samples: list[dict[str, Any]] = []
         if args.timeline:
@@ -490,6 +539,7 @@ async def measure(args: argparse.Namespace) -> None:
             await asyncio.sleep(args.seconds)
         c1 = [cpu_seconds(x) for x in groups]
         elapsed = loop.time() - m0
+        h1 = await scrape_histograms(port)
         per_kind_pg = await pss_per_kind(dsn) if pss else None
         pg_procs_late = [p for p in await backends(ADMIN_DSN, dbname) if p.pid not in c0[1]]
         late = cpu_seconds(pg_procs_late)  # backends opened during the window (all in it)
@@ -587,6 +637,17 @@ async def measure(args: argparse.Namespace) -> None:
         f" Postgres {per_req:.2f} ms"
     )
     print(f"  WS connect p50 {pct(ws, 0.5):.1f} ms over {len(ws)} connects during the ramp")
+    print("  server side over the window (/metrics, both workers; bucket-interpolated):")
+    for name, label in SERVER_WAITS:
+        key = (name, label)
+        diff = {le: h1.get(key, {}).get(le, 0.0) - h0.get(key, {}).get(le, 0.0) for le in
+                h1.get(key, {})}  # fmt: skip
+        what = f"{name.removeprefix('taskroute_')}{'{' + label + '}' if label else ''}"
+        print(
+            f"    {what:<40} n {diff.get(float('inf'), 0):>7.0f}"
+            f"  p50 {1000 * bucket_quantile(diff, 0.5):7.1f} ms"
+            f"  p99 {1000 * bucket_quantile(diff, 0.99):7.1f} ms"
+        )
     for k in KINDS:
         c = counts[k]
         print(f"  {k:<9} " + "  ".join(f"{o} {n}" for o, n in sorted(c.items())))

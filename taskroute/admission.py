@@ -49,6 +49,9 @@ class Priority(IntEnum):
 
 RETRY_AFTER_MAX = 60  # seconds: past this, a client is better off trying another host
 
+# One histogram child per priority, looked up once (labels() costs a dict walk per call).
+_WAITED = {p: metrics.ADMISSION_WAIT_SECONDS.labels(p.name.lower()) for p in Priority}
+
 
 class Overloaded(Unavailable):
     """Refused without waiting: too many requests are already waiting for a connection."""
@@ -142,6 +145,7 @@ class Admission:
         if self._free > 0 and self._waiting == 0:
             self._free -= 1
             self.admitted.add()
+            _WAITED[priority].observe(0.0)
             return
         refusal = self.refusal(priority)
         if refusal is not None:
@@ -150,10 +154,12 @@ class Admission:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         queue.append(fut)
         self._waiting += 1
+        asked = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
                 await fut
             self.admitted.add()
+            _WAITED[priority].observe(time.monotonic() - asked)
         except BaseException:
             if fut.done() and not fut.cancelled():
                 # The slot was handed over just as the wait ended: pass it on.

@@ -29,6 +29,7 @@ from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
 from taskroute.graphql_http import SpecGraphQL
 from taskroute.jobs import Jobs
 from taskroute.observability.health import healthz, readyz
+from taskroute.observability.loop_lag import watch_event_loop
 from taskroute.observability.metrics import metrics_endpoint
 from taskroute.observability.requests import RequestContext
 from taskroute.payload_links import PayloadUrls
@@ -280,6 +281,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         async def hygiene() -> None:
             await hygiene_once(jobs_db)
 
+        jobs.spawn("event-loop lag", watch_event_loop(jobs.pause, lambda: jobs.stopping))
         jobs.every("lease sweeper", settings.sweep_interval, lambda: sweep_pass(jobs_db))
         # on_review work past its auto-approval delay, beside the sweeper
         jobs.every("auto-approval", settings.sweep_interval, lambda: auto_approve_pass(jobs_db))

@@ -160,5 +160,18 @@ async def test_metrics(
     assert value(after, "taskroute_open_tasks", skill="obs") == 2  # one done, two open again
     assert value(after, "taskroute_ingest_lag_seconds") >= 30
     assert value(after, "taskroute_db_pool_connections", state="total") >= 1
+    # every claim and the submit took a database slot, and said how long they waited for it
+    assert delta("taskroute_admission_wait_seconds_count", priority="claim") >= 4
+    assert delta("taskroute_admission_wait_seconds_count", priority="protect") >= 1
     assert delta("taskroute_http_requests_total", method="POST", route="/graphql",
                  status="200") >= 8  # fmt: skip
+
+
+async def test_event_loop_lag_is_measured_all_the_time(api: Api) -> None:
+    """Each process times a 100 ms timer: its lateness is the wait every request there shares."""
+    before = value(await scrape(api), "taskroute_event_loop_lag_seconds_count")
+
+    async def fired_three_more_times() -> bool:
+        return value(await scrape(api), "taskroute_event_loop_lag_seconds_count") >= before + 3
+
+    await wait_for(fired_three_more_times, "the event-loop lag timer to fire")

@@ -45,6 +45,17 @@ async def _waiting(api: Api) -> dict[str, float]:
     return {k: float(v) for k, v in found}
 
 
+async def _waits(api: Api, priority: str) -> dict[float, float]:
+    """taskroute_admission_wait_seconds{priority}: cumulative count per bucket bound."""
+    r = await api.http.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    pattern = (
+        r'^taskroute_admission_wait_seconds_bucket\{le="([^"]+)",priority="'
+        + priority
+        + r'"\} (\S+)$'
+    )
+    return {float(le): float(n) for le, n in re.findall(pattern, r.text, re.M)}
+
+
 async def _until(api: Api, what: str, **expected: float) -> None:
     deadline = time.monotonic() + 20
     while True:
@@ -74,6 +85,7 @@ async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
     assert (await api.rest("GET", "/v1/realtime/status", waiter["token"])).status_code < 500
     assert (await api.rest("GET", "/v1/realtime/status", refused["token"])).status_code < 500
     await _waiting(api)  # the scrape's own database gauges are fresh before the pool fills
+    claim_waits_before = await _waits(api, "claim")
 
     locker = await asyncpg.connect(database_url)
     tx = locker.transaction()
@@ -95,6 +107,7 @@ async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
         # One claim waits (the claim line holds one) ...
         waiting_claim = asyncio.create_task(api.claim(waiter["token"]))
         await _until(api, "the claim never queued", claim=1)
+        queued_by = time.monotonic()
 
         # ... so the next claim is refused at once, over GraphQL and REST alike.
         auth = {"Authorization": f"Bearer {refused['token']}"}
@@ -122,6 +135,8 @@ async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
     finally:
         await tx.rollback()
         await locker.close()
+    # The waiting claim got its slot only after the rollback freed the holders.
+    waited_at_least = time.monotonic() - queued_by
 
     claims = await asyncio.wait_for(asyncio.gather(*holders), 30)
     receipt, lease, got = await asyncio.wait_for(asyncio.gather(submit, beat, waiting_claim), 30)
@@ -140,6 +155,14 @@ async def test_claims_shed_at_once_while_work_in_progress_is_served_first(
     )  # fmt: skip
     assert times["submitted"] < times["waited_claimed"]
     assert times["beaten"] <= times["waited_lease"]
+
+    # /metrics saw that wait: among this test's claims, one waited longer than the largest
+    # bucket bound below `waited_at_least` (every other claim here found a free slot).
+    after = await _waits(api, "claim")
+    new = {le: after[le] - claim_waits_before.get(le, 0.0) for le in after}
+    below = max([le for le in new if le <= waited_at_least], default=None)
+    slower = new[float("inf")] - (new[below] if below is not None else 0.0)
+    assert slower >= 1, (waited_at_least, new)
 
     # Nothing lost, nothing doubled: the refused expert holds nothing and can claim now.
     assert await db.fetchval(

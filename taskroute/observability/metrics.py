@@ -92,6 +92,22 @@ ADMISSION_SHED = Counter(
     "Requests refused at once (UNAVAILABLE) because their line for a connection was full",
     ["priority"],
 )
+# Where a request's time goes before its SQL runs: the wait for a connection slot (a claim
+# waits behind heartbeats and submits by design), and how late the process's event loop is.
+_WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+ADMISSION_WAIT_SECONDS = Histogram(
+    "taskroute_admission_wait_seconds",
+    "Time from asking for a database connection slot to getting one, by priority (refusals"
+    " and time-outs are not observed: they are counted by taskroute_admission_shed_total)",
+    ["priority"],
+    buckets=_WAIT_BUCKETS,
+)
+EVENT_LOOP_LAG_SECONDS = Histogram(
+    "taskroute_event_loop_lag_seconds",
+    "How much later than asked a 100 ms timer fires in a server process: time its event loop"
+    " was busy with other work, which every request on the process also waits",
+    buckets=_WAIT_BUCKETS,
+)
 ADMISSION_WAITING = Gauge(
     "taskroute_admission_waiting",
     "Requests waiting for a database connection, by priority",
