@@ -86,6 +86,8 @@ METRICS_TOKEN = "load-bench-metrics"
 SERVER_WAITS = (
     ("taskroute_admission_wait_seconds", "claim"),
     ("taskroute_admission_wait_seconds", "protect"),
+    ("taskroute_admission_hold_seconds", "claim"),
+    ("taskroute_admission_hold_seconds", "protect"),
     ("taskroute_event_loop_lag_seconds", None),
 )
 

@@ -51,6 +51,7 @@ RETRY_AFTER_MAX = 60  # seconds: past this, a client is better off trying anothe
 
 # One histogram child per priority, looked up once (labels() costs a dict walk per call).
 _WAITED = {p: metrics.ADMISSION_WAIT_SECONDS.labels(p.name.lower()) for p in Priority}
+HELD = {p: metrics.ADMISSION_HOLD_SECONDS.labels(p.name.lower()) for p in Priority}
 
 
 class Overloaded(Unavailable):

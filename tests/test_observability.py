@@ -163,6 +163,8 @@ async def test_metrics(
     # every claim and the submit took a database slot, and said how long they waited for it
     assert delta("taskroute_admission_wait_seconds_count", priority="claim") >= 4
     assert delta("taskroute_admission_wait_seconds_count", priority="protect") >= 1
+    assert delta("taskroute_admission_hold_seconds_count", priority="claim") >= 4
+    assert delta("taskroute_admission_hold_seconds_sum", priority="protect") > 0
     assert delta("taskroute_http_requests_total", method="POST", route="/graphql",
                  status="200") >= 8  # fmt: skip
 

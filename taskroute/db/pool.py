@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from taskroute.admission import Admission, Priority
+from taskroute.admission import HELD, Admission, Priority
 from taskroute.errors import TaskrouteError, Unavailable
 
 log = logging.getLogger(__name__)
@@ -142,11 +143,13 @@ class Database:
                 await gate.acquire(priority, self.timeout)
             except TimeoutError as exc:
                 raise Unavailable("the database is busy; try again shortly") from exc
+        held_from = time.monotonic()
         try:
             async with self._pooled() as conn:
                 yield conn
         finally:
             if gate is not None:
+                HELD[priority].observe(time.monotonic() - held_from)
                 gate.release()
 
     @asynccontextmanager

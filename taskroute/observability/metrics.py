@@ -102,6 +102,13 @@ ADMISSION_WAIT_SECONDS = Histogram(
     ["priority"],
     buckets=_WAIT_BUCKETS,
 )
+ADMISSION_HOLD_SECONDS = Histogram(
+    "taskroute_admission_hold_seconds",
+    "Time a request held its database connection slot, by priority: the SQL, the commit's"
+    " WAL flush, and the process's own turns between statements",
+    ["priority"],
+    buckets=_WAIT_BUCKETS,
+)
 EVENT_LOOP_LAG_SECONDS = Histogram(
     "taskroute_event_loop_lag_seconds",
     "How much later than asked a 100 ms timer fires in a server process: time its event loop"
