@@ -7,18 +7,35 @@ the test itself takes (not a speed assertion).
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
+from collections import defaultdict
 from datetime import datetime, timedelta
 from statistics import NormalDist
 
 import asyncpg
+import hypothesis
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from taskroute.config import Settings
-from taskroute.resolvers.forecast import Sharing, forecasts
+from taskroute.resolvers.forecast import (
+    _GL4,
+    ALLOCATE_ROUNDS,
+    EXACT_CV,
+    NEGLIGIBLE_SHARE,
+    TAIL_PIECES,
+    TAIL_SIGMAS,
+    Group,
+    PaceBook,
+    Present,
+    Sharing,
+    _allocate,
+    _longest_residual,
+    forecasts,
+)
 
 from .forecast_helpers import add_history, db_now, forecast, history_project, seen
 from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
@@ -362,3 +379,129 @@ def test_a_projects_part_of_its_groups_rate_is_the_processor_sharing_sum(work: l
         ahead = sum(min(v, mine) for v in by_project.values())
         expected = mine / ahead if ahead > 0 else 1.0 / busy
         assert sharing.part(project) == pytest.approx(expected, rel=1e-9)
+
+
+def _plain_residual_cdf(r: float, cycle: float, s: float) -> float:
+    """The residual's cdf `_longest_residual` computes inline, as a function."""
+    if s <= 0.0:
+        return min(1.0, r / cycle)
+    if r <= 0.0:
+        return 0.0
+    z = (math.log(r / cycle) + s * s / 2) / s
+    longer = 0.5 * math.erfc(z / math.sqrt(2))  # P(cycle > r)
+    return 0.5 * math.erfc((s - z) / math.sqrt(2)) + r / cycle * longer
+
+
+def _plain_longest_residual(paces: list[tuple[float, float]]) -> float:
+    sds = [(c, math.sqrt(math.log1p(cv * cv)) if cv > EXACT_CV else 0.0) for c, cv in paces]
+    top = max(c * math.exp(s * (TAIL_SIGMAS - s / 2)) for c, s in sds)
+    marks = sorted({0.0, top, *(c for c, s in sds if s == 0.0)})
+    pieces: list[tuple[float, float]] = []
+    for a, b in itertools.pairwise(marks):
+        k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
+        pieces += [(a + (b - a) * i / k, a + (b - a) * (i + 1) / k) for i in range(k)]
+    total = 0.0
+    for a, b in reversed(pieces):
+        most = 0.0
+        for x, w in _GL4:
+            r = a + (b - a) * x
+            p = 1.0
+            for c, s in sds:
+                p *= _plain_residual_cdf(r, c, s)
+                if p < 1e-12:
+                    break
+            most = max(most, p)
+            total += w * (b - a) * (1.0 - p)
+        if most < 1e-9:
+            return total + a
+    return total
+
+
+def _plain_allocate(
+    present: list[Present], lefts: dict[Group, dict[uuid.UUID, float]], book: PaceBook
+) -> dict[Group, list[tuple[uuid.UUID, float]]]:
+    """`_allocate` as it was written with dicts (before the flat lists of issue 16)."""
+    work = {g: sum(by.values()) for g, by in lefts.items()}
+    projects = {g: sum(1 for v in by.values() if v > 0) for g, by in lefts.items()}
+    shares: dict[Group, list[tuple[uuid.UUID, float]]] = {g: [] for g in lefts}
+    plans = []
+    for p in present:
+        mine = [g for g in lefts if p.quality.get(g[0], -1.0) >= g[1]]
+        if not mine:
+            continue
+        busy = [g for g in mine if work[g] > 0]
+        asked = sum(projects[g] for g in busy)
+        if not busy or asked == 0:
+            for g in mine:
+                shares[g].append((p.expert_id, 1.0 / p.demands))
+            continue
+        time = min(1.0, asked / p.demands)
+        split = {g: time * projects[g] / asked for g in busy}
+        rates = {}
+        for g in busy:
+            pace = book.expert(p.expert_id, g[0])
+            rates[g] = 1.0 / pace[0] if pace else 0.0
+        plans.append((p, mine, split, rates, time))
+    for _ in range(ALLOCATE_ROUNDS if len(plans) > 0 else 0):
+        rate: dict[Group, float] = defaultdict(float)
+        for _p, _mine, split, rates, _t in plans:
+            for g, x in split.items():
+                rate[g] += x * rates[g]
+        finish = {g: work[g] / rate[g] if rate[g] > 0 else math.inf for g in rate}
+        for _p, _mine, split, _rates, time in plans:
+            if len(split) < 2:
+                continue
+            longest = max(finish[g] for g in split)
+            if longest == math.inf:
+                continue
+            scaled = {g: x * finish[g] / longest for g, x in split.items()}
+            total = sum(scaled.values())
+            for g in split:
+                split[g] = time * scaled[g] / total
+    for p, mine, split, _rates, time in plans:
+        for g in mine:
+            x = split.get(g, 0.0)
+            if x >= NEGLIGIBLE_SHARE * time:
+                shares[g].append((p.expert_id, x))
+    return shares
+
+
+_cycle = st.floats(min_value=1.0, max_value=600.0)
+
+
+@hypothesis.settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.sampled_from("abcd"), st.sampled_from([0.0, 0.5, 1.0])),
+            st.integers(1, 12),
+            st.dictionaries(st.sampled_from("abcd"), st.lists(_cycle, min_size=1, max_size=12)),
+        ),
+        max_size=12,
+    ),
+    st.dictionaries(
+        st.tuples(st.sampled_from("abcd"), st.sampled_from([0.0, 0.5, 1.0])),
+        st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0, 40.0, 977.5]), max_size=5),
+        min_size=1,
+    ),
+)
+def test_the_flat_allocation_and_the_inline_tail_are_the_plain_ones_to_the_bit(
+    experts: list[tuple[dict[str, float], int, dict[str, list[float]]]],
+    work: dict[Group, list[float]],
+) -> None:
+    """Issue 16: `_allocate` on flat lists and `_longest_residual` with the residual's cdf
+    inline give exactly (==) what the dict version and the function did: the same
+    products, summed in the same order."""
+    present = [Present(uuid.UUID(int=i), q, d) for i, (q, d, _) in enumerate(experts)]
+    measured = [
+        (uuid.UUID(int=i), skill, cycles)
+        for i, (_, _, by) in enumerate(experts)
+        for skill, cycles in by.items()
+    ]
+    book = PaceBook(measured)
+    lefts = {g: {uuid.UUID(int=1000 + j): w for j, w in enumerate(ws)} for g, ws in work.items()}
+    assert _allocate(present, lefts, book) == _plain_allocate(present, lefts, book)
+    for (_, skill), pace in book.own.items():
+        paces = [(pace.mean, pace.cv), (pace.mean * 1.5, 0.0), (book.typical[skill], 0.3)]
+        for n in (1, 2, 3):
+            assert _longest_residual(paces[:n]) == _plain_longest_residual(paces[:n])

@@ -44,6 +44,7 @@ The project's forecast is the latest of its skills (skills progress in parallel)
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 import statistics
@@ -189,7 +190,16 @@ def _since_change(cycles: Sequence[float]) -> int:
     return best_k if best_t > CHANGE_T else n
 
 
-def _pace(cycles: Sequence[float]) -> Pace:
+# A pace is a pure function of its cycles, and most experts' kept cycles are the same from one
+# forecast to the next (only those who submitted since, or whose oldest cycle left the history
+# window, have new ones): PaceBook looks them up by value instead of measuring every pace of
+# every expert again (a fifth of a one-project forecast's Python at 100k tasks, py-spy). Keyed
+# by the cycles themselves, never stale. Sized for a few thousand experts x their skills.
+PACE_CACHE = 16384
+
+
+@functools.lru_cache(maxsize=PACE_CACHE)
+def _pace(cycles: tuple[float, ...]) -> Pace:
     """`cycles` newest first."""
     used = cycles[: _since_change(cycles)]
     k = len(used)
@@ -213,7 +223,7 @@ class PaceBook:
     """Every measured pace of the skills asked about, and the priors for the unmeasured."""
 
     def __init__(self, measured: Iterable[tuple[UUID, str, list[float]]]) -> None:
-        self.own = {(expert, skill): _pace(cycles) for expert, skill, cycles in measured}
+        self.own = {(e, skill): _pace(tuple(cycles)) for e, skill, cycles in measured}
         per_skill: dict[str, list[Pace]] = defaultdict(list)
         for (_, skill), p in self.own.items():
             per_skill[skill].append(p)
@@ -307,50 +317,69 @@ def _allocate(
     project's ETA came out 6x its finish in bench/routing.py's worlds (31,963 s forecast at
     600 s, finished at 5,487 s), so every project was bumped as soon as the pace was measured.
     """
-    work = {g: sum(by.values()) for g, by in lefts.items()}
-    projects = {g: sum(1 for v in by.values() if v > 0) for g, by in lefts.items()}
-    shares: dict[Group, list[tuple[UUID, float]]] = {g: [] for g in lefts}
-    plans = []
+    # Groups by index, and every expert's split laid out flat (group, share, rate), experts in
+    # turn: the rounds are the forecast's hottest loop (a third of a one-project forecast's
+    # Python at 100k tasks, py-spy). The arithmetic and its order are the dicts' they replace
+    # (the same products, summed in the same order), so the figures are the same to the bit.
+    keys = list(lefts)
+    work = [sum(by.values()) for by in lefts.values()]
+    projects = [sum(1 for v in by.values() if v > 0) for by in lefts.values()]
+    shares: dict[Group, list[tuple[UUID, float]]] = {g: [] for g in keys}
+    gs: list[int] = []  # group of each (expert, busy group)
+    xs: list[float] = []  # the expert's share of their time there
+    rs: list[float] = []  # their rate there (tasks per second of full time)
+    # (expert, groups they qualify for, where their busy groups start in gs and end, time)
+    plans: list[tuple[UUID, list[int], int, int, float]] = []
     for p in present:
-        mine = [g for g in lefts if p.quality.get(g[0], -1.0) >= g[1]]
+        mine = [i for i, (skill, bar) in enumerate(keys) if p.quality.get(skill, -1.0) >= bar]
         if not mine:
             continue
-        busy = [g for g in mine if work[g] > 0]
-        asked = sum(projects[g] for g in busy)
+        busy = [i for i in mine if work[i] > 0]
+        asked = sum(projects[i] for i in busy)
         if not busy or asked == 0:
-            for g in mine:  # nothing left where they qualify: shares of no consequence
-                shares[g].append((p.expert_id, 1.0 / p.demands))
+            for i in mine:  # nothing left where they qualify: shares of no consequence
+                shares[keys[i]].append((p.expert_id, 1.0 / p.demands))
             continue
         time = min(1.0, asked / p.demands)
-        split = {g: time * projects[g] / asked for g in busy}
-        rates = {}
-        for g in busy:
-            pace = book.expert(p.expert_id, g[0])
-            rates[g] = 1.0 / pace[0] if pace else 0.0
-        plans.append((p, mine, split, rates, time))
-    for _ in range(ALLOCATE_ROUNDS if len(plans) > 0 else 0):
-        rate: dict[Group, float] = defaultdict(float)
-        for _p, _mine, split, rates, _t in plans:
-            for g, x in split.items():
-                rate[g] += x * rates[g]
-        finish = {g: work[g] / rate[g] if rate[g] > 0 else math.inf for g in rate}
-        for _p, _mine, split, _rates, time in plans:
-            if len(split) < 2:
+        lo = len(gs)
+        for i in busy:
+            pace = book.expert(p.expert_id, keys[i][0])
+            gs.append(i)
+            xs.append(time * projects[i] / asked)
+            rs.append(1.0 / pace[0] if pace else 0.0)
+        plans.append((p.expert_id, mine, lo, len(gs), time))
+    # only an expert with two or more busy groups has time to move
+    moving = [(lo, hi, time) for _e, _m, lo, hi, time in plans if hi - lo > 1]
+    inf = math.inf
+    for _ in range(ALLOCATE_ROUNDS if plans else 0):
+        rate = [0.0] * len(keys)
+        for i, x, r in zip(gs, xs, rs, strict=True):
+            rate[i] += x * r
+        finish = [w / r if r > 0 else inf for w, r in zip(work, rate, strict=True)]
+        for lo, hi, time in moving:
+            if hi - lo == 2:  # most of them: the general case below, unrolled
+                fa, fb = finish[gs[lo]], finish[gs[lo + 1]]
+                longest = fa if fa >= fb else fb
+                if longest == inf:
+                    continue
+                sa, sb = xs[lo] * fa / longest, xs[lo + 1] * fb / longest
+                total = sum((sa, sb))
+                xs[lo], xs[lo + 1] = time * sa / total, time * sb / total
                 continue
-            longest = max(finish[g] for g in split)
-            if longest == math.inf:
+            longest = max([finish[gs[j]] for j in range(lo, hi)])
+            if longest == inf:
                 # work nobody measured: keep the even split (no evidence to move time on)
                 continue
-            scaled = {g: x * finish[g] / longest for g, x in split.items()}
-            total = sum(scaled.values())
-            for g in split:
-                split[g] = time * scaled[g] / total
-    for p, mine, split, _rates, time in plans:
-        for g in mine:
+            scaled = [xs[j] * finish[gs[j]] / longest for j in range(lo, hi)]
+            total = sum(scaled)
+            xs[lo:hi] = [time * s / total for s in scaled]
+    for expert, mine, lo, hi, time in plans:
+        of = dict(zip(gs[lo:hi], xs[lo:hi], strict=True))
+        for i in mine:
             # a share the rounds have all but emptied is none (it would count in the tail)
-            x = split.get(g, 0.0)
+            x = of.get(i, 0.0)
             if x >= NEGLIGIBLE_SHARE * time:
-                shares[g].append((p.expert_id, x))
+                shares[keys[i]].append((expert, x))
     return shares
 
 
@@ -456,20 +485,7 @@ TAIL_PIECES = 8
 EXACT_CV = 1e-6
 # The residuals' near-maximum: this many log-sd above a lognormal cycle's median.
 TAIL_SIGMAS = 4.0
-
-
-def _residual_cdf(r: float, cycle: float, s: float) -> float:
-    """P(residual <= r) for a task in progress of an expert whose cycles are lognormal with
-    mean `cycle` and log-sd `s`. Seen at a random moment, a task is length-biased (long ones
-    are more likely to be in progress), so the residual has density P(cycle > r) / mean
-    (mean cycle (1 + cv^2) / 2, not half a cycle); integrated in closed form."""
-    if s <= 0.0:
-        return min(1.0, r / cycle)
-    if r <= 0.0:
-        return 0.0
-    z = (math.log(r / cycle) + s * s / 2) / s
-    longer = 0.5 * math.erfc(z / math.sqrt(2))  # P(cycle > r)
-    return 0.5 * math.erfc((s - z) / math.sqrt(2)) + r / cycle * longer
+SQRT2 = math.sqrt(2)
 
 
 def _longest_residual(paces: Sequence[tuple[float, float]]) -> float:
@@ -483,14 +499,28 @@ def _longest_residual(paces: Sequence[tuple[float, float]]) -> float:
     for a, b in itertools.pairwise(marks):
         k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
         pieces += [(a + (b - a) * i / k, a + (b - a) * (i + 1) / k) for i in range(k)]
+    terms = [(c, s, s * s / 2) for c, s in sds]
+    log, erfc = math.log, math.erfc
     total = 0.0
     for a, b in reversed(pieces):  # from the top: below some r every residual may be longer
         most = 0.0
         for x, w in _GL4:
             r = a + (b - a) * x
             p = 1.0
-            for c, s in sds:
-                p *= _residual_cdf(r, c, s)
+            # P(residual_i <= r) for a task in progress of an expert whose cycles are
+            # lognormal with mean c and log-sd s. Seen at a random moment, a task is
+            # length-biased (long ones are more likely to be in progress), so the residual
+            # has density P(cycle > r) / mean (mean cycle (1 + cv^2) / 2, not half a cycle);
+            # integrated in closed form. Inline: a call per expert was a quarter of the
+            # tail's time (tests/test_forecast.py checks it against the plain function).
+            for c, s, half in terms:
+                if s <= 0.0:
+                    p *= min(1.0, r / c)
+                elif r <= 0.0:
+                    p *= 0.0
+                else:
+                    z = (log(r / c) + half) / s
+                    p *= 0.5 * erfc((s - z) / SQRT2) + r / c * (0.5 * erfc(z / SQRT2))
                 if p < 1e-12:  # some residual is surely longer: the rest cannot matter
                     break
             most = max(most, p)
