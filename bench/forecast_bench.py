@@ -12,7 +12,9 @@ counts and paces as they would in production), then prints
 - one project's forecast at `projects x tasks` tasks (default 100k), and
 - the dashboard's list: every project's forecast once `--list` projects exist (the rest get
   `--list-tasks` tasks each),
-each next to the baseline measured in the same run: the statements of the forecast before
+each timed repeated (paces and tails looked up by their cycles, as between two forecasts with
+no submit in between) and with nothing cached (every pace and tail measured again), next to
+the baseline measured in the same run: the statements of the forecast before
 issue 16 (bench/sql/forecast_bench.sql), which recount tasks and walk the history. The
 baseline times its SQL only (no Python), so it flatters the old way; it runs
 `--baseline-runs` times, each stopped after `--baseline-limit` seconds (the old history walk
@@ -45,7 +47,7 @@ from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.db.queries import Q, load
 from taskroute.resolvers.alerts import evaluate
-from taskroute.resolvers.forecast import forecasts
+from taskroute.resolvers.forecast import clear_caches, forecasts
 
 ADMIN = os.environ.get("TASKROUTE_TEST_PG") or "postgresql://postgres@127.0.0.1:5432/postgres"
 SKILLS = ["grading", "ranking", "labeling", "review", "translate"]
@@ -95,6 +97,15 @@ async def _timed(repeat: int, call: Callable[[], Awaitable[object]]) -> list[flo
         await call()
         samples.append((time.perf_counter() - t) * 1000)
     return samples
+
+
+async def _uncached(
+    conn: asyncpg.Connection, settings: Settings, project: uuid.UUID | None
+) -> object:
+    """A forecast that measures every pace and tail again (resolvers/forecast.py looks them up
+    by their cycles: between two forecasts only the experts who submitted have new ones)."""
+    clear_caches()
+    return await forecasts(conn, settings, project)
 
 
 async def _baseline(
@@ -185,6 +196,8 @@ async def main(args: argparse.Namespace) -> None:
         )
         ours = await _timed(args.repeat, lambda: forecasts(conn, settings, one))
         print(f"  forecast (counts):        {_ms(ours)}")
+        ours = await _timed(args.repeat, lambda: _uncached(conn, settings, one))
+        print(f"  forecast, nothing cached: {_ms(ours)}")
         base = await _baseline_ms(conn, settings, one, args.baseline_runs, args.baseline_limit)
         print(f"  baseline (recount, SQL):  {base}")
 
@@ -196,6 +209,8 @@ async def main(args: argparse.Namespace) -> None:
         print(f"dashboard list ({len(every)} projects with forecasts), {runs} runs:")
         ours = await _timed(runs, lambda: forecasts(conn, settings, None))
         print(f"  forecasts (counts):       {_ms(ours)}")
+        ours = await _timed(runs, lambda: _uncached(conn, settings, None))
+        print(f"  forecasts, nothing cached: {_ms(ours)}")
         base = await _baseline_ms(conn, settings, None, args.baseline_runs, args.baseline_limit)
         print(f"  baseline (recount, SQL):  {base}")
         await conn.close()

@@ -504,4 +504,4 @@ def test_the_flat_allocation_and_the_inline_tail_are_the_plain_ones_to_the_bit(
     for (_, skill), pace in book.own.items():
         paces = [(pace.mean, pace.cv), (pace.mean * 1.5, 0.0), (book.typical[skill], 0.3)]
         for n in (1, 2, 3):
-            assert _longest_residual(paces[:n]) == _plain_longest_residual(paces[:n])
+            assert _longest_residual(tuple(paces[:n])) == _plain_longest_residual(paces[:n])
