@@ -194,8 +194,9 @@ def _since_change(cycles: Sequence[float]) -> int:
 # forecast to the next (only those who submitted since, or whose oldest cycle left the history
 # window, have new ones): PaceBook looks them up by value instead of measuring every pace of
 # every expert again (a fifth of a one-project forecast's Python at 100k tasks, py-spy). Keyed
-# by the cycles themselves, never stale. Sized for a few thousand experts x their skills.
-PACE_CACHE = 16384
+# by the cycles themselves, never stale. Sized for a few thousand experts x their skills (an
+# entry of 40 cycles is ~1.6 kB; an expert's kept cycles are 40 over all their skills).
+PACE_CACHE = 8192
 
 
 @functools.lru_cache(maxsize=PACE_CACHE)
@@ -491,8 +492,9 @@ SQRT2 = math.sqrt(2)
 # The tail is a pure function of the (mean cycle, cv) of the experts with a share in the group,
 # not of the shares: a claim or a new project leaves it as it was, and a submit changes it only
 # for the groups of that skill. Looked up by value (never stale): a fifth of a one-project
-# forecast's Python at 100k tasks (py-spy). Sized for a few hundred (skill, quality bar) groups.
-TAIL_CACHE = 1024
+# forecast's Python at 100k tasks (py-spy). Sized for the (skill, quality bar) groups of a busy
+# deployment and their recent versions (an entry of 200 experts is ~21 kB).
+TAIL_CACHE = 256
 
 
 @functools.lru_cache(maxsize=TAIL_CACHE)
