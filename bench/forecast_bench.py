@@ -99,6 +99,30 @@ async def _timed(repeat: int, call: Callable[[], Awaitable[object]]) -> list[flo
     return samples
 
 
+def _backend_ticks(pid: int) -> int | None:
+    """The backend's utime + stime in clock ticks, when Postgres runs on this machine."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])
+
+
+async def _cpu(conn: asyncpg.Connection, repeat: int, call: Callable[[], Awaitable[object]]) -> str:
+    """CPU per call, this process's and its Postgres backend's: on a machine others load, wall
+    times move 2-5x from run to run while these move ~20%."""
+    pid = await conn.fetchval("SELECT pg_backend_pid()")
+    ticks, cpu = _backend_ticks(pid), time.process_time()
+    for _ in range(repeat):
+        await call()
+    client = (time.process_time() - cpu) * 1000 / repeat
+    after = _backend_ticks(pid)
+    if ticks is None or after is None:
+        return f"client {client:.1f} ms (Postgres not on this machine)"
+    backend = (after - ticks) * 1000 / os.sysconf("SC_CLK_TCK") / repeat
+    return f"client {client:.1f} ms + Postgres backend {backend:.1f} ms"
+
+
 async def _uncached(
     conn: asyncpg.Connection, settings: Settings, project: uuid.UUID | None
 ) -> object:
@@ -198,6 +222,10 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  forecast (counts):        {_ms(ours)}")
         ours = await _timed(args.repeat, lambda: _uncached(conn, settings, one))
         print(f"  forecast, nothing cached: {_ms(ours)}")
+        cpu = await _cpu(conn, 5 * args.repeat, lambda: forecasts(conn, settings, one))
+        print(f"  cpu per forecast:         {cpu}")
+        cpu = await _cpu(conn, 5 * args.repeat, lambda: _uncached(conn, settings, one))
+        print(f"  cpu, nothing cached:      {cpu}")
         base = await _baseline_ms(conn, settings, one, args.baseline_runs, args.baseline_limit)
         print(f"  baseline (recount, SQL):  {base}")
 
