@@ -13,6 +13,8 @@ import asyncpg
 import boto3
 from moto.server import ThreadedMotoServer
 
+from taskroute.blobs import LocalBlobStore
+
 from ..helpers import InProcessServer, free_port
 
 AWS_ENV = {
@@ -90,10 +92,18 @@ class FolderStore(StoreHandle):
     def keys(self) -> set[str]:
         if not self.root.is_dir():
             return set()
-        return {p.stem for p in self.root.glob("*/*.json")}
+        inspect = LocalBlobStore(self.root)
+        try:
+            return inspect.keys_on_disk()
+        finally:
+            inspect.close_blocking()
 
     def read(self, key: str) -> bytes:
-        return (self.root / key[:2] / f"{key}.json").read_bytes()
+        inspect = LocalBlobStore(self.root)
+        try:
+            return inspect.read_on_disk(key)
+        finally:
+            inspect.close_blocking()
 
     def break_(self) -> None:
         # Tests run as root, so permissions would not stop writes: point the store at a plain
