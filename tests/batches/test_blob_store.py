@@ -44,10 +44,13 @@ def _assert_counts_agree(root: Path) -> None:
     with _index(root) as db:
         counted = {
             r[0]: (r[1], r[2])
-            for r in db.execute("SELECT pack, count(*), sum(length) FROM blobs GROUP BY pack")
+            for r in db.execute(
+                "SELECT p.name, count(*), sum(b.length) FROM blobs b"
+                " LEFT JOIN packs p ON p.id = b.pack GROUP BY p.name"
+            )
         }
         recorded = {
-            r[0]: (r[1], r[2]) for r in db.execute("SELECT pack, live, live_bytes FROM packs")
+            r[0]: (r[1], r[2]) for r in db.execute("SELECT name, live, live_bytes FROM packs")
         }
     assert recorded == counted
     assert _packs(root) == set(recorded)
@@ -316,3 +319,31 @@ async def test_concurrent_calls_on_one_store(tmp_path: Path) -> None:
     finally:
         await store.close()
         await other.close()
+
+
+async def test_a_writer_that_loses_a_race_counts_only_its_own_blobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes may both find a key missing and both write it: the first entry wins, and
+    the loser's pack counts as live only the blobs it indexed (and goes if that is none)."""
+    root = tmp_path / "blobs"
+    first, late = LocalBlobStore(root, concurrency=2), LocalBlobStore(root, concurrency=2)
+    try:
+        shared, own = _batch(30, "shared"), _batch(20, "own")
+        await first.put_many(shared)
+        # `late` looked before `first` committed: it saw none of the shared keys.
+        monkeypatch.setattr(late, "_indexed", lambda conn, keys: set())
+        await late.put_many(shared[:10] + own)
+        assert len(_packs(root)) == 2
+        _assert_counts_agree(root)
+        with _index(root) as db:
+            live = sorted(db.execute("SELECT live, bytes > live_bytes FROM packs").fetchall())
+        assert live == [(20, 1), (30, 0)]
+        await late.put_many(shared[:5])  # nothing new at all: its pack does not stay
+        assert len(_packs(root)) == 2
+        for key, data in shared + own:
+            assert await late.get(key) == data
+        _assert_counts_agree(root)
+    finally:
+        await first.close()
+        await late.close()
