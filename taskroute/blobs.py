@@ -185,8 +185,8 @@ class LocalBlobStore(_Threaded):
     Layout (see the module's header for why):
     - `packs/<name>.pack`: the blobs of one `put_many`, concatenated; never modified after its
       index entries commit, deleted once none of its blobs is live.
-    - `index.sqlite3` (WAL): `blobs(key, pack, offset, length)` and `packs(pack, live, bytes,
-      live_bytes)`, the live counts that say when a pack can go.
+    - `index.sqlite3` (WAL): `blobs(key, pack, offset, length)` and `packs(id, name, live,
+      bytes, live_bytes)`, whose live counts say when a pack can go.
     - `<first 2 hex>/<key>.json`: the one-file-per-blob layout of earlier releases, still read
       (and deleted) where the index has no entry, so an upgrade loses nothing.
 
