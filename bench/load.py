@@ -22,6 +22,8 @@ What it does, in a fresh database on the Postgres at --pg (dropped at the end):
    exponentially distributed time (mean --think s), heartbeating once midway; submit. A refused
    request (UNAVAILABLE) is retried after its Retry-After; a held claim is always submitted, so
    at the end every claim an expert received must have an acknowledged submit and one payout.
+   When the window ends nobody claims again, and each held task is submitted at a random
+   moment within one mean think time (the rest of its think time if shorter), not all at once.
 4. Over the measured window (--seconds after the ramp) it reports, per request kind, p50/p99 of
    the answered requests and counts of refusals; achieved cycles/s (acknowledged submits)
    against the offered rate (experts / think); refusals (503 / UNAVAILABLE) and errors by
@@ -261,10 +263,17 @@ async def run_expert(
             await asyncio.sleep(float(headers.get("retry-after", "1")))
 
     async def pause(seconds: float) -> None:
-        # Thinking ends early when the run stops: the expert submits what it holds.
+        # When the run stops, thinking ends early so that every held task gets submitted, but
+        # at a random moment within one mean think time, not at once: every expert submitting
+        # in the same instant put ~2,000 submits in front of the window's last requests (the
+        # last second's claims waited 2.7-5 s, which alone set the window's p99).
+        start = loop.time()
         if not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), seconds)
+        left = seconds - (loop.time() - start)
+        if stopping.is_set() and left > 0:
+            await asyncio.sleep(min(left, rng.uniform(0, think)))
 
     try:
         await pause(rng.uniform(0, think))  # experts do not all start a cycle together
