@@ -382,14 +382,17 @@ FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item
 -- may take (task_eligible), skipping rows other claims hold (SKIP LOCKED), then take the
 -- best across skills. Without named skills a scarce skill comes first (skill_scarcity.scarce,
 -- kept by the routing job: few other active holders per second of its backlog), so experts
--- holding a rare skill with backlog take it before common work others can do; then
--- eff_priority, then FIFO. Unmeasured skills are not scarce.
+-- holding a rare skill with backlog take it before common work others can do; between two
+-- scarce skills, the one whose backlog takes its holders longest (seconds of backlog per
+-- active holder: the skill that would drain last); then eff_priority, then FIFO. Unmeasured
+-- skills are not scarce.
 -- The open-task probe has two branches with constant guards on p_project (only one runs): the
 -- skill index for unscoped claims, the project index for scoped ones.
 -- Status values are literals so the planner can match the partial indexes.
 -- Runs inside taskroute_claim (functions/claims.sql); EXPLAIN tests run it alone.
 WITH my_skills AS (
-    SELECT s.*, coalesce(sc.scarce, false) AS scarce
+    SELECT s.*, coalesce(sc.scarce, false) AS scarce,
+           sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
     FROM (-- p_expert expert_id, p_skills skills to restrict to (text[]; NULL: every skill the expert holds).
 -- A row source: the skills the expert may claim in now, i.e. an active (not paused) skill of
 -- an active expert. Columns: skill, quality (what a task's min_quality is compared with),
@@ -402,7 +405,7 @@ WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
     LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
 ),
 candidate AS (
-    SELECT s.scarce, c.*
+    SELECT s.scarce, s.drain_seconds, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -429,7 +432,7 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.scarce, c.*
+    SELECT s.scarce, s.drain_seconds, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -457,7 +460,7 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.scarce, c.*
+    SELECT s.scarce, s.drain_seconds, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         -- the task's lease (a lower bound) passed, and the lease itself, its assignment's
@@ -491,7 +494,13 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
 ),
 best AS (
     SELECT * FROM candidate
-    ORDER BY (p_skills::text[] IS NULL AND scarce) DESC, eff_priority DESC, seq
+    -- An expert holding two scarce skills serves the one that would drain last: priority
+    -- across them let a bumped project's task in one bottleneck (lifted ahead of every
+    -- unbumped row there) keep its shared holder from a rarer skill's whole backlog
+    -- (bench/RESULTS.md, `specialists`). Within a skill, priority still decides.
+    ORDER BY (p_skills::text[] IS NULL AND scarce) DESC,
+             CASE WHEN p_skills::text[] IS NULL AND scarce THEN drain_seconds END DESC NULLS LAST,
+             eff_priority DESC, seq
     LIMIT 1
 ),
 claimed AS (

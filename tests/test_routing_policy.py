@@ -108,6 +108,32 @@ async def test_scarcity_is_a_verdict_priority_decides_between_well_staffed_skill
     assert [r["skill"] for r in rows] == ["b", "rare", "b"]
 
 
+async def test_between_scarce_skills_the_one_that_drains_last_comes_first(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection
+) -> None:
+    async with server(database_url, tmp_path, routing_class_shares="low=0") as api:
+        customer = await api.create_customer()
+        both = await api.create_expert(["x", "y"], name="both")
+        await api.create_expert(["x"], name="x1")
+        for i in range(8):
+            await api.create_expert(["c"], name=f"c{i}")
+        await api.create_project(customer["token"], tasks_of("c", 8), priorityClass="LOW")
+        # `x`: 6 tasks for its 2 holders (3 each), `y`: 1 task for `both` alone. Both are
+        # scarce (other holders per task 1/6 and 0, against 8/15 over all skills); priority
+        # alone would send `both` to the HIGH task of `y`, and `x` would drain last.
+        low = await api.create_project(customer["token"], tasks_of("x", 6), priorityClass="LOW")
+        high = await api.create_project(customer["token"], tasks_of("y", 1), priorityClass="HIGH")
+        await measured_after(api, db, {"x": 6, "y": 1, "c": 8})
+        s = await scarcity(api)
+        assert s["x"]["scarce"] and s["y"]["scarce"] and not s["c"]["scarce"]
+        got = await claim(api, both["token"])
+        assert got["task"]["projectId"] == low["project"]["id"]
+        # Naming skills keeps plain priority order among them.
+        await api.submit(both["token"], got["assignmentId"], {"ok": 1})
+        named = await claim(api, both["token"], skills=["x", "y"])
+        assert named["task"]["projectId"] == high["project"]["id"]
+
+
 async def test_no_boost_unless_a_class_is_short_of_a_saturated_skill(
     database_url: str, tmp_path: Path, db: asyncpg.Connection
 ) -> None:

@@ -35,19 +35,22 @@ WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > taskroute_now
 -- may take (task_eligible), skipping rows other claims hold (SKIP LOCKED), then take the
 -- best across skills. Without named skills a scarce skill comes first (skill_scarcity.scarce,
 -- kept by the routing job: few other active holders per second of its backlog), so experts
--- holding a rare skill with backlog take it before common work others can do; then
--- eff_priority, then FIFO. Unmeasured skills are not scarce.
+-- holding a rare skill with backlog take it before common work others can do; between two
+-- scarce skills, the one whose backlog takes its holders longest (seconds of backlog per
+-- active holder: the skill that would drain last); then eff_priority, then FIFO. Unmeasured
+-- skills are not scarce.
 -- The open-task probe has two branches with constant guards on $3 (only one runs): the
 -- skill index for unscoped claims, the project index for scoped ones.
 -- Status values are literals so the planner can match the partial indexes.
 -- Runs inside taskroute_claim (functions/claims.sql); EXPLAIN tests run it alone.
 WITH my_skills AS (
-    SELECT s.*, coalesce(sc.scarce, false) AS scarce
+    SELECT s.*, coalesce(sc.scarce, false) AS scarce,
+           sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
     FROM ({{ eligible_skills($1, $2) }}) s
     LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
 ),
 candidate AS (
-    SELECT s.scarce, c.*
+    SELECT s.scarce, s.drain_seconds, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -59,7 +62,7 @@ candidate AS (
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.scarce, c.*
+    SELECT s.scarce, s.drain_seconds, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
@@ -72,7 +75,7 @@ candidate AS (
         FOR UPDATE SKIP LOCKED
     ) c
     UNION ALL
-    SELECT s.scarce, c.*
+    SELECT s.scarce, s.drain_seconds, c.*
     FROM my_skills s
     CROSS JOIN LATERAL (
         -- the task's lease (a lower bound) passed, and the lease itself, its assignment's
@@ -90,7 +93,13 @@ candidate AS (
 ),
 best AS (
     SELECT * FROM candidate
-    ORDER BY ($2::text[] IS NULL AND scarce) DESC, eff_priority DESC, seq
+    -- An expert holding two scarce skills serves the one that would drain last: priority
+    -- across them let a bumped project's task in one bottleneck (lifted ahead of every
+    -- unbumped row there) keep its shared holder from a rarer skill's whole backlog
+    -- (bench/RESULTS.md, `specialists`). Within a skill, priority still decides.
+    ORDER BY ($2::text[] IS NULL AND scarce) DESC,
+             CASE WHEN $2::text[] IS NULL AND scarce THEN drain_seconds END DESC NULLS LAST,
+             eff_priority DESC, seq
     LIMIT 1
 ),
 claimed AS (
