@@ -403,8 +403,8 @@ async def pss_per_kind(dsn: str) -> dict[str, tuple[int, float]]:
     return found
 
 
-async def scrape_histograms(port: int) -> dict[tuple[str, str | None], dict[float, float]]:
-    """SERVER_WAITS' cumulative bucket counts from the server's /metrics."""
+async def metrics_text(port: int) -> str:
+    """The server's /metrics page (both workers: PROMETHEUS_MULTIPROC_DIR)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
         f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {METRICS_TOKEN}\r\n"
@@ -412,12 +412,29 @@ async def scrape_histograms(port: int) -> dict[tuple[str, str | None], dict[floa
     )
     text = (await reader.read()).decode()
     writer.close()
+    return text
+
+
+async def scrape_histograms(port: int) -> dict[tuple[str, str | None], dict[float, float]]:
+    """SERVER_WAITS' cumulative bucket counts from the server's /metrics."""
+    text = await metrics_text(port)
     out: dict[tuple[str, str | None], dict[float, float]] = {}
     for name, label in SERVER_WAITS:
         sel = f'le="([^"]+)",priority="{label}"' if label else 'le="([^"]+)"'
         found = re.findall(rf"^{name}_bucket\{{{sel}\}} (\S+)$", text, re.M)
         out[(name, label)] = {float(le): float(n) for le, n in found}
     return out
+
+
+async def scrape_jobs(port: int) -> dict[str, tuple[float, float]]:
+    """Background jobs' passes so far from /metrics (both workers): job -> (passes, seconds)."""
+    text = await metrics_text(port)
+    found: dict[str, list[float]] = {}
+    for part, job, value in re.findall(
+        r'^taskroute_job_pass_seconds_(count|sum)\{job="([^"]+)"\} (\S+)$', text, re.M
+    ):
+        found.setdefault(job, [0.0, 0.0])[part == "sum"] = float(value)
+    return {job: (c, t) for job, (c, t) in found.items()}
 
 
 def bucket_quantile(cumulative: dict[float, float], q: float) -> float:
@@ -542,15 +559,17 @@ async def measure(args: argparse.Namespace) -> None:
         groups = (server_procs, pg_procs, gen_procs, bouncer_procs)
         c0 = [cpu_seconds(x) for x in groups]
         h0 = await scrape_histograms(port)
+        j0 = await scrape_jobs(port)
         m0 = loop.time()
         samples: list[dict[str, Any]] = []
         if args.timeline:
-            samples = await sample_timeline(dbname, wall_start + args.ramp, args.seconds)
+            samples = await sample_timeline(dbname, port, wall_start + args.ramp, args.seconds)
         else:
             await asyncio.sleep(args.seconds)
         c1 = [cpu_seconds(x) for x in groups]
         elapsed = loop.time() - m0
         h1 = await scrape_histograms(port)
+        j1 = await scrape_jobs(port)
         per_kind_pg = await pss_per_kind(dsn) if pss else None
         pg_procs_late = [p for p in await backends(ADMIN_DSN, dbname) if p.pid not in c0[1]]
         late = cpu_seconds(pg_procs_late)  # backends opened during the window (all in it)
@@ -659,6 +678,13 @@ async def measure(args: argparse.Namespace) -> None:
             f"  p50 {1000 * bucket_quantile(diff, 0.5):7.1f} ms"
             f"  p99 {1000 * bucket_quantile(diff, 0.99):7.1f} ms"
         )
+    print("  background jobs over the window (/metrics: passes finished, seconds in them):")
+    for job in sorted(j1):
+        n, secs = (j1[job][i] - j0.get(job, (0.0, 0.0))[i] for i in range(2))
+        print(
+            f"    {job:<24} {n:5.0f} passes  {secs:7.2f} s  ({100 * secs / elapsed:5.1f}% of the"
+            f" window){f', mean {1000 * secs / n:.1f} ms' if n else ''}"
+        )
     for k in KINDS:
         c = counts[k]
         print(f"  {k:<9} " + "  ".join(f"{o} {n}" for o, n in sorted(c.items())))
@@ -677,8 +703,11 @@ async def measure(args: argparse.Namespace) -> None:
         print_timeline(results, samples)
 
 
-async def sample_timeline(dbname: str, start: float, seconds: float) -> list[dict[str, Any]]:
-    """--timeline: Postgres' WAL counters, checkpointer and backends every 0.25 s."""
+async def sample_timeline(
+    dbname: str, port: int, start: float, seconds: float
+) -> list[dict[str, Any]]:
+    """--timeline: Postgres' WAL counters, checkpointer and backends every 0.25 s; the
+    background jobs' passes (/metrics) every fourth sample."""
     conn = await asyncpg.connect(ADMIN_DSN)
     out: list[dict[str, Any]] = []
     try:
@@ -687,6 +716,8 @@ async def sample_timeline(dbname: str, start: float, seconds: float) -> list[dic
             assert row is not None
             d = dict(row)
             d["t"], d["waits"], d["slow"] = t, json.loads(d["waits"]), json.loads(d["slow"])
+            if len(out) % 4 == 0:
+                d["jobs"] = await scrape_jobs(port)
             out.append(d)
             await asyncio.sleep(0.25)
     finally:
@@ -701,9 +732,10 @@ def print_timeline(results: list[dict[str, Any]], samples: list[dict[str, Any]])
     print("  timeline (per second of the window; WAL and FPI are per second too):")
     print(
         "   s  claims  p99/max ms   hb p99   sub p99 |   WAL MB  FPI  syncs | checkpointer"
-        " | backends' waits (summed over samples) | statements > 50 ms"
+        " | backends' waits (summed over samples) | statements > 50 ms | job passes ended (s)"
     )
     prev = samples[0] if samples else None
+    jobs_prev: dict[str, tuple[float, float]] | None = None
     for sec in range(int(max((e[0] for e in events), default=0)) + 1):
         lat = {k: sorted(e[2] for e in events if int(e[0]) == sec and e[1] == k)
                for k in KINDS}  # fmt: skip
@@ -723,12 +755,23 @@ def print_timeline(results: list[dict[str, Any]], samples: list[dict[str, Any]])
             for e, n in s["waits"].items():
                 waits[e] = waits.get(e, 0) + n
             slow += s["slow"]
+        ended: dict[str, float] = {}
+        for s in row:
+            if "jobs" not in s:
+                continue
+            if jobs_prev is not None:
+                for job, (n, secs) in s["jobs"].items():
+                    n0, secs0 = jobs_prev.get(job, (0.0, 0.0))
+                    if n > n0 and secs - secs0 >= 0.005:
+                        ended[job] = ended.get(job, 0.0) + secs - secs0
+            jobs_prev = s["jobs"]
         top = ", ".join(f"{e} {n}" for e, n in sorted(waits.items(), key=lambda x: -x[1])[:4])
         print(
             f"  {sec:>3} {len(cl):>6} {pct(cl, 0.99):>6.0f}/{(1000 * cl[-1] if cl else 0):<5.0f}"
             f" {pct(lat['heartbeat'], 0.99):>7.0f} {pct(lat['submit'], 0.99):>8.0f} |"
             f" {wal:>7.1f} {fpi:>5.0f} {syncs:>5.0f} | {'/'.join(sorted(cp)):<12} | {top} |"
-            f" {'; '.join(sorted(set(slow)))[:120]}"
+            f" {'; '.join(sorted(set(slow)))[:120]} |"
+            f" {', '.join(f'{j} {v:.2f}' for j, v in sorted(ended.items(), key=lambda x: -x[1]))}"
         )
 
 

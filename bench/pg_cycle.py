@@ -18,7 +18,9 @@ pg_stat_user_tables, runs --cycles cycles and prints per cycle:
   time, shared buffers hit / read / dirtied, WAL records and bytes;
 - nested statements executed per cycle (the three calls' bodies and triggers, plus what the
   jobs still running nest), and the most expensive of them;
-- tuples inserted / updated / HOT-updated per cycle, per table.
+- tuples inserted / updated / HOT-updated per cycle, per table;
+- CPU per cycle (user + system, /proc) of the server processes and of the bench database's
+  Postgres backends: seconds, so they depend on the machine (compare runs of the same minutes).
 Buffers, WAL records and tuples do not depend on the machine's load; times do. WAL bytes
 include full-page images, so they jump when a checkpoint falls in the window.
 Needs pg_stat_statements in shared_preload_libraries (the helpers' cluster on 5433 has it).
@@ -110,6 +112,45 @@ async def run_cycles(port: int, tokens: list[str], cycles: int) -> None:
     await asyncio.gather(*(expert_loop(port, t, n) for t, n in zip(tokens, per, strict=True)))
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (0 once it has gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            found += _children(int(kid))
+    return found
+
+
+def cpu_now(server_pid: int, dbname: str) -> tuple[float, float]:
+    """CPU seconds so far of the server's processes and of the bench database's backends.
+
+    The backends are found by their process title (`postgres: ... <user> <dbname> ...`); the
+    pools keep their connections for the whole window, so none is lost between two readings.
+    """
+    server = sum(_cpu_seconds(pid) for pid in _children(server_pid))
+    backends = 0.0
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            title = cmdline.read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"postgres: ") and f" {dbname} ".encode() in title:
+            backends += _cpu_seconds(int(cmdline.parent.name))
+    return server, backends
+
+
 async def tables(conn: asyncpg.Connection) -> dict[str, tuple[int, int, int]]:
     await conn.execute("SELECT pg_stat_clear_snapshot()")
     rows = await conn.fetch(
@@ -149,8 +190,11 @@ async def measure(args: argparse.Namespace) -> None:
         await conn.execute("SELECT pg_stat_statements_reset(0, $1::oid, 0)", dbid)
         t0 = await tables(conn)
         w = time.monotonic()
+        cpu0 = cpu_now(proc.pid, dbname)
         await run_cycles(port, tokens, args.cycles)
+        cpu1 = cpu_now(proc.pid, dbname)
         wall = time.monotonic() - w
+        cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
         await asyncio.sleep(1.5)
         t1 = await tables(conn)
         rows = await conn.fetch(
@@ -168,7 +212,7 @@ async def measure(args: argparse.Namespace) -> None:
         else:
             await admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
         await admin.close()
-    report(args, rows, t0, t1, wall)
+    report(args, rows, t0, t1, wall, cpu)
 
 
 def report(
@@ -177,6 +221,7 @@ def report(
     t0: dict[str, tuple[int, int, int]],
     t1: dict[str, tuple[int, int, int]],
     wall: float,
+    cpu: tuple[float, float],
 ) -> None:
     n = args.cycles
     # pg_stat_statements stores the text with its constants as $n: matched by the blocks'
@@ -190,6 +235,11 @@ def report(
         f"bench/pg_cycle.py: {n} cycles (claim, heartbeat, submit) from {args.clients} experts"
         f" after {args.warmup} warm-up cycles; {args.tasks} tasks / {args.skills} skills /"
         f" {args.projects} projects; {wall:.1f} s wall"
+    )
+    print(
+        f"CPU per cycle: server processes {cpu[0] * 1000 / n:.2f} ms,"
+        f" the bench database's Postgres backends {cpu[1] * 1000 / n:.2f} ms"
+        " (user + system, /proc; the load generator not included)"
     )
     print()
     print("per cycle, the three calls (top-level statements, nested work included):")

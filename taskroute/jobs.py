@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from taskroute.errors import Unavailable
+from taskroute.observability.metrics import JOB_PASS_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +85,16 @@ class Jobs:
         self._tasks.clear()
 
     async def _periodic(self, name: str, interval: float, one_pass: Pass) -> None:
+        passes = JOB_PASS_SECONDS.labels(name)
         while not self._stop.is_set():
             more = False
+            started = time.monotonic()
             try:
                 more = bool(await one_pass())
             except Unavailable as exc:  # the database is restarting or busy: expected
                 log.warning("%s skipped: %s; retrying in %.1fs", name, exc.message, interval)
             except Exception:  # keep going through transient database trouble
                 log.exception("%s failed; retrying in %.1fs", name, interval)
+            passes.observe(time.monotonic() - started)
             if not more:
                 await self.pause(interval)

@@ -177,3 +177,17 @@ async def test_event_loop_lag_is_measured_all_the_time(api: Api) -> None:
         return value(await scrape(api), "taskroute_event_loop_lag_seconds_count") >= before + 3
 
     await wait_for(fired_three_more_times, "the event-loop lag timer to fire")
+
+
+async def test_background_job_passes_are_timed(api: Api) -> None:
+    """Every periodic job's passes are counted and timed by job: a pass that runs long takes
+    a connection and Postgres from requests, and /metrics says which job it was."""
+    jobs = ("lease sweeper", "routing", "deadline alerts", "task-count compaction")
+
+    async def each_ran() -> bool:
+        samples = await scrape(api)
+        return all(value(samples, "taskroute_job_pass_seconds_count", job=j) >= 1 for j in jobs)
+
+    await wait_for(each_ran, "a timed pass of every periodic job")
+    samples = await scrape(api)
+    assert all(value(samples, "taskroute_job_pass_seconds_sum", job=j) > 0 for j in jobs)

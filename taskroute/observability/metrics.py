@@ -115,6 +115,14 @@ EVENT_LOOP_LAG_SECONDS = Histogram(
     " was busy with other work, which every request on the process also waits",
     buckets=_WAIT_BUCKETS,
 )
+JOB_PASS_SECONDS = Histogram(
+    "taskroute_job_pass_seconds",
+    "How long one pass of a background job took (sweeper, routing, deadline alerts, task-count"
+    " compaction, table hygiene, ...), by job: a pass that runs long takes a database"
+    " connection and Postgres CPU from requests for that long",
+    ["job"],
+    buckets=_WAIT_BUCKETS,
+)
 ADMISSION_WAITING = Gauge(
     "taskroute_admission_waiting",
     "Requests waiting for a database connection, by priority",
