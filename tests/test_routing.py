@@ -148,19 +148,21 @@ FAIR_PHASE = 600.0
 FAIR_WINDOW = 2.5 * FAIR_PHASE
 
 
-@contextlib.asynccontextmanager
-async def fairness_world(
+def fairness_world(
     database_url: str, tmp_path: Path, shares: str
+) -> contextlib.AbstractAsyncContextManager[tuple[Api, Database, RoutingPolicy]]:
+    return jobless_world(
+        database_url, tmp_path, routing_fair_window=FAIR_WINDOW, routing_class_shares=shares
+    )
+
+
+@contextlib.asynccontextmanager
+async def jobless_world(
+    database_url: str, tmp_path: Path, **overrides: Any
 ) -> AsyncIterator[tuple[Api, Database, RoutingPolicy]]:
     """A server whose own routing job runs only at its start (the test runs the passes), and
     the job's database and policy for the test's passes."""
-    settings = settings_for(
-        database_url,
-        tmp_path,
-        routing_interval=3600.0,
-        routing_fair_window=FAIR_WINDOW,
-        routing_class_shares=shares,
-    )
+    settings = settings_for(database_url, tmp_path, routing_interval=3600.0, **overrides)
     srv = InProcessServer(settings)
     await srv.start()
     pool = await create_pool(database_url, 1, 2)

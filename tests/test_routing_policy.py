@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from taskroute.db.pool import Database
+from taskroute.resolvers.routing import RoutingPolicy, routing_once
+
+from .clock import DbClock
 from .helpers import ADMIN_TOKEN, Api, InProcessServer, settings_for, tasks_of, wait_for
-from .test_routing import claim, project_state
+from .test_routing import claim, jobless_world, project_state
 
 FAIR_THRESHOLD = 50_000_000  # routing_fair_threshold(): boosted rows sit at or above it
 
@@ -42,6 +46,67 @@ def bump_server(database_url: str, tmp_path: Path) -> contextlib.AbstractAsyncCo
         routing_forecast_window=3600.0,
         routing_class_shares="high=0,normal=0,low=0",
     )
+
+
+def clocked(
+    database_url: str, tmp_path: Path
+) -> contextlib.AbstractAsyncContextManager[tuple[Api, Database, RoutingPolicy]]:
+    """Deadline bumps alone on the database clock (tests/clock.py): the server's own job runs
+    only at its start and the test runs the passes, so paces, the skills' realised rates and
+    the time left are what the test set, whatever the machine's speed."""
+    return jobless_world(
+        database_url,
+        tmp_path,
+        routing_forecast_window=3600.0,
+        routing_class_shares="high=0,normal=0,low=0",
+    )
+
+
+async def routing_passes(jobs: Database, policy: RoutingPolicy, n: int = 2) -> None:
+    """`n` passes of the job (the second lifts a bumped project in a skill the first measured
+    scarce). A pass is skipped only while the server's start-up pass holds the lock."""
+    for _ in range(n):
+
+        async def ran() -> bool:
+            return (await routing_once(jobs, policy)).ran
+
+        await wait_for(ran, "a routing pass")
+
+
+async def paced(
+    api: Api, clock: DbClock, pairs: list[tuple[dict[str, Any], str]]
+) -> list[dict[str, Any]]:
+    """Each (expert, skill) does three tasks of 100 s on the database clock (the forecast's
+    pace and evidence; the skill's realised rate: 3 per 300 s per expert), then holds one
+    more claim (a live lease keeps them present to the forecast). Returns those claims."""
+    for _ in range(3):
+        got = [await claim(api, e["token"], skills=[skill]) for e, skill in pairs]
+        await clock.advance(100.0)
+        for (e, _), g in zip(pairs, got, strict=True):
+            await api.submit(e["token"], g["assignmentId"], {"ok": 1})
+    return [await claim(api, e["token"], skills=[skill]) for e, skill in pairs]
+
+
+async def due_in(db: asyncpg.Connection, seconds: float) -> str:
+    """A deadline `seconds` after the database clock's now."""
+    now: datetime = await db.fetchval("SELECT taskroute_now()")
+    return (now + timedelta(seconds=seconds)).isoformat()
+
+
+async def specialist_world(
+    api: Api, clock: DbClock, common_tasks: int
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], list[Any], list[Any]]:
+    """`spec` holds `rare` (alone) and `common`, three others `common`; `spec` and two of
+    them have done three paced tasks of a warm-up project and hold one more. Returns the
+    customer, `spec`, the common experts, the (expert, skill) pairs and their held claims."""
+    customer = await api.create_customer()
+    spec = await api.create_expert(["rare", "common"], name="spec")
+    common = [await api.create_expert(["common"], name=f"c{i}") for i in range(3)]
+    await api.create_project(
+        customer["token"], tasks_of("rare", 4) + tasks_of("common", common_tasks), name="warmup"
+    )
+    pairs = [(spec, "rare"), (common[0], "common"), (common[1], "common")]
+    return customer, spec, common, pairs, await paced(api, clock, pairs)
 
 
 async def scarcity(api: Api) -> dict[str, dict[str, Any]]:
@@ -180,33 +245,25 @@ async def test_no_boost_unless_a_class_is_short_of_a_saturated_skill(
 
 
 async def test_forecast_bumps_a_young_project_that_will_miss_its_deadline(
-    database_url: str, tmp_path: Path, db: asyncpg.Connection
+    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
 ) -> None:
     """No realised rate yet (the project is younger than the hour-long window): the bump
     comes from the forecast, which has measured the expert's pace on other work."""
-    async with bump_server(database_url, tmp_path) as api:
+    async with clocked(database_url, tmp_path) as (api, jobs, policy):
         customer = await api.create_customer()
         expert = await api.create_expert(["ocr"])
         await api.create_project(customer["token"], tasks_of("ocr", 4), name="warmup")
-        for _ in range(3):  # the forecast's pace: three measured cycles in `ocr`
-            got = await claim(api, expert["token"])
-            await api.submit(expert["token"], got["assignmentId"], {"ok": 1})
-        # The expert keeps working (a live lease keeps them present to the forecast from
-        # before the project exists, so no run of the job sees nobody at work).
-        await claim(api, expert["token"])
-        # 400 tasks for one expert due in 3 seconds: whatever their pace, it will miss.
-        due = datetime.now(UTC) + timedelta(seconds=3)
+        await paced(api, clock, [(expert, "ocr")])
+        await api.create_project(customer["token"], tasks_of("ocr", 20), name="other")
+        # 3 tasks due in 400 s: sharing the expert's 100-s cycles with `other`, the forecast
+        # misses; lifted ahead of `other` they fit (the skill did 3 tasks per 300 s).
         late = await api.create_project(
-            customer["token"], tasks_of("ocr", 400), deadline=due.isoformat(), name="late"
+            customer["token"], tasks_of("ocr", 3), deadline=await due_in(db, 400), name="late"
         )
         late_id = late["project"]["id"]
-
-        async def bumped() -> bool:
-            state = await project_state(api, customer["token"], late_id)
-            return state["routing"]["deadlineBumped"]
-
-        await wait_for(bumped, "the forecast's bump")
+        await routing_passes(jobs, policy, 1)
         state = await project_state(api, customer["token"], late_id)
+    assert state["routing"]["deadlineBumped"]
     events = state["routing"]["events"]
     assert [e["kind"] for e in events] == ["bump"]
     # The forecast's ETA is recorded, and it is past the deadline.
@@ -221,61 +278,40 @@ async def test_forecast_bumps_a_young_project_that_will_miss_its_deadline(
 
 
 async def test_bump_lifts_a_late_project_ahead_in_its_scarce_skills_only(
-    database_url: str, tmp_path: Path, db: asyncpg.Connection
+    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
 ) -> None:
     """A bumped LOW project rises one class level where work drains fast, but in a scarce
     skill (served strictly by priority, slowly) its tasks go ahead of every unbumped row:
     one level would leave them behind the HIGH backlog there until the deadline passed."""
-    async with bump_server(database_url, tmp_path) as api:
-        customer = await api.create_customer()
-        spec = await api.create_expert(["rare", "common"], name="spec")
-        common = [await api.create_expert(["common"], name=f"c{i}") for i in range(3)]
-        await api.create_project(
-            customer["token"], tasks_of("rare", 4) + tasks_of("common", 4), name="warmup"
-        )
-        held = []
-        for expert, skill in ((spec, "rare"), (common[0], "common")):
-            for _ in range(3):  # the forecast's pace in both skills (its evidence)
-                got = await claim(api, expert["token"], skills=[skill])
-                await api.submit(expert["token"], got["assignmentId"], {"ok": 1})
-            # a live lease keeps the expert present to the forecast while it decides
-            held.append(await claim(api, expert["token"], skills=[skill]))
+    async with clocked(database_url, tmp_path) as (api, jobs, policy):
+        customer, spec, common, pairs, held = await specialist_world(api, clock, 8)
         high = await api.create_project(
             customer["token"],
             tasks_of("rare", 2) + tasks_of("common", 2),
             priorityClass="HIGH",
             name="high",
         )
-        # 300 tasks of a skill one expert holds, due in 3 seconds: it will miss.
-        due = datetime.now(UTC) + timedelta(seconds=3)
+        # Due in 400 s: behind the HIGH tasks (in `rare` at one task per 100 s) it misses;
+        # lifted it fits.
         late = await api.create_project(
             customer["token"],
-            tasks_of("rare", 300) + tasks_of("common", 2),
+            tasks_of("rare", 3) + tasks_of("common", 2),
             priorityClass="LOW",
-            deadline=due.isoformat(),
+            deadline=await due_in(db, 400),
             name="late",
         )
         late_id = late["project"]["id"]
-
-        async def lifted() -> bool:
-            # bumped, and `rare` measured scarce with the late project's backlog in it
-            s = await scarcity(api)
-            state = await project_state(api, customer["token"], late_id)
-            return bool(
-                state["routing"]["deadlineBumped"]
-                and s.get("rare", {}).get("scarce")
-                and s["rare"]["openBacklog"] >= 300
-                and not s.get("common", {}).get("scarce", True)
-                and await db.fetchval(
-                    "SELECT min(eff_priority) FROM tasks"
-                    " WHERE project_id = $1::text::uuid AND skill = 'rare'",
-                    late_id,
-                )
-                > 200 * 10000
-            )
-
-        await wait_for(lifted, "the bump and its lift in the scarce skill")
-        for expert, lease in zip((spec, common[0]), held, strict=True):
+        await routing_passes(jobs, policy)
+        s = await scarcity(api)
+        assert s["rare"]["scarce"] and not s["common"]["scarce"]
+        assert (await project_state(api, customer["token"], late_id))["routing"]["deadlineBumped"]
+        lifted = await db.fetchval(
+            "SELECT min(eff_priority) FROM tasks WHERE project_id = $1::text::uuid"
+            " AND skill = 'rare'",
+            late_id,
+        )
+        assert lifted > 200 * 10000
+        for (expert, _), lease in zip(pairs, held, strict=True):
             await api.submit(expert["token"], lease["assignmentId"], {"ok": 1})
         # In `rare` the late LOW project now comes before the HIGH project's tasks ...
         got = await claim(api, spec["token"])
@@ -287,3 +323,60 @@ async def test_bump_lifts_a_late_project_ahead_in_its_scarce_skills_only(
             assert got["task"]["projectId"] == high["project"]["id"]
         got = await claim(api, common[0]["token"])
         assert got["task"]["projectId"] == late_id
+
+
+async def test_no_bump_where_a_lift_cannot_save_the_deadline(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
+) -> None:
+    """A bump lifts a project ahead of others' work; where even lifted it cannot finish in
+    time (its own tasks, and the lifted ones ahead of them, at the skill's realised rate),
+    the lift would only delay the others. Such a project is not bumped, and a bumped one is
+    unbumped once its deadline has passed."""
+    async with clocked(database_url, tmp_path) as (api, jobs, policy):
+        customer, spec, _, _, held = await specialist_world(api, clock, 12)
+        normal = await api.create_project(customer["token"], tasks_of("rare", 2), name="normal")
+        # `rare` did 3 tasks in 300 s: 50 tasks cannot be done in 600 s, 3 can in 400 s.
+        ids = {}
+        for name, n, seconds in (("hopeless", 50, 600), ("savable", 3, 400)):
+            made = await api.create_project(
+                customer["token"],
+                tasks_of("rare", n),
+                priorityClass="LOW",
+                deadline=await due_in(db, seconds),
+                name=name,
+            )
+            ids[name] = made["project"]["id"]
+        hopeless_id, savable_id = ids["hopeless"], ids["savable"]
+        await routing_passes(jobs, policy)
+        s = await scarcity(api)
+        assert s["rare"]["scarce"]
+        # Both are forecast to miss (the premise) ...
+        for pid in (hopeless_id, savable_id):
+            f = await api.gql(
+                "query($p: ID!) { project(id: $p) { forecast { onTrack } } }",
+                {"p": pid},
+                customer["token"],
+            )
+            assert f["project"]["forecast"]["onTrack"] is False
+        # ... but only the one a lift can save is bumped.
+        hopeless_state = await project_state(api, customer["token"], hopeless_id)
+        assert not hopeless_state["routing"]["deadlineBumped"]
+        assert hopeless_state["routing"]["events"] == []
+        assert (await project_state(api, customer["token"], savable_id))["routing"][
+            "deadlineBumped"
+        ]
+        await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
+        # `spec` takes the lifted project's work first (the hopeless one, bumped, would have
+        # come first: its rows are older) ...
+        got = await claim(api, spec["token"])
+        assert got["task"]["projectId"] == savable_id
+        await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
+        # ... and once the deadline has passed, with work left, the lift is over: the NORMAL
+        # project's work comes first again.
+        await clock.advance(401.0)
+        await routing_passes(jobs, policy, 1)
+        state = await project_state(api, customer["token"], savable_id)
+        assert not state["routing"]["deadlineBumped"]
+        assert [e["kind"] for e in state["routing"]["events"]] == ["bump", "unbump"]
+        got = await claim(api, spec["token"])
+        assert got["task"]["projectId"] == normal["project"]["id"]

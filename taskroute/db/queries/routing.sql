@@ -13,8 +13,10 @@
 -- - its realised rate: its own tasks done over the window (only once it is a window old):
 --   late = it does not get the share the forecast assumed (priority serves others first).
 -- Bump when either is late (an unknown ETA with evidence: nobody present holds a skill it
--- needs); unbump when remaining work is gone or both finish within `slack` of the time left
--- (hysteresis, so a project on the edge does not flap). Each change is recorded in
+-- needs), the deadline is still ahead, and the queue says a lift is needed and can help
+-- (`lift`); unbump when remaining work is gone, the deadline has passed, or both views
+-- finish within `slack` of the time left (hysteresis, so a project on the edge does not
+-- flap). Each change is recorded in
 -- project_priority_events (rate and forecast_finish: the realised view, else the forecast)
 -- and rewrites eff_priority of the project's unfinished tasks, keeping fairness boosts. Lock
 -- order: project rows, then their tasks (as project_cancel).
@@ -45,18 +47,77 @@ views AS (
            s.now_ + (s.deadline - s.now_) * $3::float8 AS comfortable
     FROM state s
 ),
+skill_rate AS (
+    -- Each skill's realised rate: its tasks submitted over the window, per second of the
+    -- window (or of the time since the first of them was claimed, when that is shorter).
+    SELECT t.skill,
+           count(*)::float8
+           / greatest(least($2::float8, extract(epoch FROM c.now_ - min(a.claimed_at))), 1.0)
+               AS per_second
+    FROM clock c, assignments a JOIN tasks t ON t.id = a.task_id
+    WHERE a.submitted_at > c.now_ - make_interval(secs => $2) AND a.submitted_at <= c.now_
+    GROUP BY t.skill, c.now_
+),
+lift AS (
+    -- Whether a bump is needed and whether it can help, per skill of the project's open
+    -- tasks: its own open tasks and the others' queued ahead of them, against what the skill
+    -- does (its realised rate) before the deadline. Needed: in some skill, at its own level
+    -- the queue is longer than that (or the skill has no rate yet). Futile: in some skill even
+    -- lifted (ahead of every unbumped row in a scarce skill, one class level elsewhere) it is:
+    -- the lift would then only delay the others' work (a LOW project lifted in a scarce skill
+    -- and still late behind the NORMAL backlog of a common one: `tight-low`, bench/RESULTS.md).
+    -- Counts are bounded by what the rate can do before the deadline (LIMIT). Projects that
+    -- could be bumped only.
+    SELECT v.id,
+           bool_or(r.per_second IS NULL OR o.own + ahead.base > r.per_second * o.left_)
+               AS needed,
+           bool_or(r.per_second IS NOT NULL AND o.own + ahead.lifted > r.per_second * o.left_)
+               AS futile
+    FROM views v
+    JOIN projects p ON p.id = v.id
+    CROSS JOIN LATERAL (
+        SELECT t.skill, count(*)::int AS own,
+               extract(epoch FROM v.deadline - v.now_)::float8 AS left_
+        FROM tasks t
+        WHERE t.project_id = v.id AND t.status = 'open' GROUP BY t.skill
+    ) o
+    LEFT JOIN skill_scarcity sc ON sc.skill = o.skill
+    LEFT JOIN skill_rate r ON r.skill = o.skill
+    CROSS JOIN LATERAL (
+        SELECT
+            (SELECT count(*)::int FROM (
+                SELECT 1 FROM tasks t
+                WHERE t.skill = o.skill AND t.status = 'open' AND t.project_id <> v.id
+                  AND t.eff_priority >= routing_eff_priority(p.priority, false, 0)
+                LIMIT greatest(ceil(coalesce(r.per_second, 0) * o.left_)::int - o.own, 0) + 1
+            ) w) AS base,
+            (SELECT count(*)::int FROM (
+                SELECT 1 FROM tasks t
+                WHERE t.skill = o.skill AND t.status = 'open' AND t.project_id <> v.id
+                  AND t.eff_priority >= routing_eff_priority(p.priority, true, 0)
+                      + CASE WHEN coalesce(sc.scarce, false) THEN 2100 * 10000 ELSE 0 END
+                LIMIT greatest(ceil(coalesce(r.per_second, 0) * o.left_)::int - o.own, 0) + 1
+            ) w) AS lifted
+    ) ahead
+    WHERE NOT v.deadline_bumped AND v.remaining > 0 AND v.deadline > v.now_
+    GROUP BY v.id
+),
 decided AS (
     SELECT v.*,
            CASE WHEN NOT v.deadline_bumped AND v.remaining > 0
+                     AND v.deadline > v.now_
+                     AND coalesce(l.needed, true) AND NOT coalesce(l.futile, false)
                      AND ((v.evidence AND (v.eta IS NULL OR v.eta > v.deadline))
                           OR (v.seasoned AND (v.realised IS NULL OR v.realised > v.deadline)))
                 THEN 'bump'
+                -- once the deadline has passed, a lift can no longer make it
                 WHEN v.deadline_bumped
-                     AND (v.remaining = 0
+                     AND (v.remaining = 0 OR v.deadline <= v.now_
                           OR (v.eta <= v.comfortable
                               AND (NOT v.seasoned OR v.realised <= v.comfortable)))
                 THEN 'unbump' END AS kind
     FROM views v
+    LEFT JOIN lift l ON l.id = v.id
 ),
 changed AS (
     UPDATE projects p SET deadline_bumped = (d.kind = 'bump')
