@@ -484,6 +484,7 @@ async def start_server(
         ("TASKROUTE_POOL_MAX", args.pool_max),
         ("TASKROUTE_ADMISSION_QUEUE", args.admission_queue),
         ("TASKROUTE_ADMISSION_CLAIM_QUEUE", args.admission_claim_queue),
+        ("TASKROUTE_ADMISSION_CLAIM_WAIT", args.admission_claim_wait),
     ):
         if value is not None:
             env[name] = str(value)
@@ -799,6 +800,7 @@ def main() -> None:
     p.add_argument("--pool-max", type=int, default=None, help="TASKROUTE_POOL_MAX")
     p.add_argument("--admission-queue", type=int, default=None)
     p.add_argument("--admission-claim-queue", type=int, default=None)
+    p.add_argument("--admission-claim-wait", type=float, default=None, help="`inf`: no budget")
     p.add_argument("--seed", type=int, default=19)
     p.add_argument(
         "--pgbouncer",

@@ -175,7 +175,11 @@ async def measure(args: argparse.Namespace) -> None:
         for name in PARKED:
             os.environ[name] = "3600"
         sargs = argparse.Namespace(
-            workers=1, pool_max=None, admission_queue=None, admission_claim_queue=None
+            workers=1,
+            pool_max=None,
+            admission_queue=None,
+            admission_claim_queue=None,
+            admission_claim_wait=None,
         )
         proc, port = await start_server(dsn, sargs)
         conn = await asyncpg.connect(dsn)

@@ -18,6 +18,18 @@ Retry-After), and a freed connection goes to the most important waiter first:
 The gate holds as many slots as the pool has connections, so a request that passes it finds
 a connection without waiting in asyncpg's own (unprioritised) queue.
 
+Claims also have a wait budget (`claim_wait`, TASKROUTE_ADMISSION_CLAIM_WAIT): a claim is served
+within it or refused. Past capacity a line of 200 claims per process, served after every
+heartbeat and submit, made each admitted claim wait 1.4 s at the median and 4 s at p99 before
+its SQL ran (bench/load.py, 4,000 experts): admitted, but too late to be useful. So a claim is
+refused when its budget runs out while it waits (heartbeats and submits can hold every slot for
+a while: strict priority is what protects work in progress), and, once the claim line has not
+been empty for a whole budget (saturated, not a burst), at the door when the line ahead of it
+already holds what the gate lets claims in within the budget (claims admitted per second over
+the last few seconds, times the budget; never fewer than one per slot), which costs no GraphQL
+execution. A burst at a quiet server (fifty experts at once) drains in milliseconds and is not
+refused; under capacity nothing is.
+
 A refusal says when to come back (`Retry-After`), and that time grows with the overload: a
 fixed second sent thousands of refused experts back together every second, each retry costing
 the server a request's work, until only refusals were served (bench/load.py at 4,000 experts:
@@ -34,6 +46,7 @@ import math
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from enum import IntEnum
 
 from taskroute.errors import Unavailable
@@ -88,14 +101,29 @@ class Rate:
 
 class Admission:
     """`slots` concurrent holders; at most `max_waiting` waiters in all and at most
-    `max_claims_waiting` of them claims. Waiters are served by priority, then first come."""
+    `max_claims_waiting` of them claims, each served within `claim_wait` seconds or refused.
+    Waiters are served by priority, then first come."""
 
-    def __init__(self, slots: int, max_waiting: int, max_claims_waiting: int) -> None:
+    def __init__(
+        self,
+        slots: int,
+        max_waiting: int,
+        max_claims_waiting: int,
+        claim_wait: float = math.inf,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if slots < 1:
             raise ValueError("admission needs at least one slot")
+        if not claim_wait > 0:
+            raise ValueError("the claims' wait budget must be positive")
         self.slots = slots
         self.max_waiting = max(0, max_waiting)
         self.max_claims_waiting = max(0, min(max_claims_waiting, self.max_waiting))
+        self.claim_wait = claim_wait
+        self.claims_admitted = Rate()
+        self._clock = clock
+        # Since when the claim line has held someone (None: empty): saturated after a budget.
+        self._claims_waiting_since: float | None = None
         self._free = slots
         self._queues: tuple[deque[asyncio.Future[None]], ...] = tuple(deque() for _ in Priority)
         self._waiting = 0
@@ -126,9 +154,21 @@ class Admission:
         """Whether a request of this priority would be refused now (nothing counted)."""
         if priority is Priority.JOB or (self._free > 0 and self._waiting == 0):
             return False
-        return self._waiting >= self.max_waiting or (
-            priority is Priority.CLAIM and len(self._queues[priority]) >= self.max_claims_waiting
-        )
+        if self._waiting >= self.max_waiting:
+            return True
+        if priority is not Priority.CLAIM:
+            return False
+        ahead = len(self._queues[priority])
+        return ahead >= self.max_claims_waiting or ahead >= self._claims_within_budget()
+
+    def _claims_within_budget(self) -> float:
+        """How many waiting claims the gate lets in within the budget at the recent rate, once
+        the claim line is saturated (not empty for a whole budget); else no bound but the line's."""
+        since = self._claims_waiting_since
+        now = self._clock()
+        if math.isinf(self.claim_wait) or since is None or now - since < self.claim_wait:
+            return math.inf
+        return max(float(self.slots), self.claim_wait * self.claims_admitted.per_second(now))
 
     def refusal(self, priority: Priority) -> Overloaded | None:
         """The refusal a request of this priority gets now (counted as refused), or None when
@@ -143,9 +183,12 @@ class Admission:
     async def acquire(self, priority: Priority, timeout: float) -> None:
         """Take a slot, waiting at most `timeout` seconds (then TimeoutError); raises
         Overloaded at once when this request's line is full."""
+        claim = priority is Priority.CLAIM
         if self._free > 0 and self._waiting == 0:
             self._free -= 1
             self.admitted.add()
+            if claim:
+                self.claims_admitted.add(self._clock())
             _WAITED[priority].observe(0.0)
             return
         refusal = self.refusal(priority)
@@ -153,22 +196,44 @@ class Admission:
             raise refusal
         queue = self._queues[priority]
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if claim and not queue:
+            self._claims_waiting_since = self._clock()
         queue.append(fut)
         self._waiting += 1
         asked = time.monotonic()
+        budget = claim and self.claim_wait < timeout
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(self.claim_wait if budget else timeout):
                 await fut
             self.admitted.add()
+            if claim:
+                self.claims_admitted.add(self._clock())
             _WAITED[priority].observe(time.monotonic() - asked)
+        except TimeoutError:
+            self._give_up(fut, queue)
+            if not budget:
+                raise
+            # Served too late to be useful: refused like at the door, and counted so.
+            metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
+            self.refused.add()
+            raise Overloaded(priority, self.retry_after()) from None
         except BaseException:
-            if fut.done() and not fut.cancelled():
-                # The slot was handed over just as the wait ended: pass it on.
-                self.release()
-            elif fut in queue:
-                queue.remove(fut)
-                self._waiting -= 1
+            self._give_up(fut, queue)
             raise
+
+    def _give_up(self, fut: asyncio.Future[None], queue: deque[asyncio.Future[None]]) -> None:
+        """A waiter leaves (timeout, cancellation): out of the line, or its slot passed on."""
+        if fut.done() and not fut.cancelled():
+            # The slot was handed over just as the wait ended: pass it on.
+            self.release()
+        elif fut in queue:
+            queue.remove(fut)
+            self._waiting -= 1
+            self._note_claims_left()
+
+    def _note_claims_left(self) -> None:
+        if not self._queues[Priority.CLAIM]:
+            self._claims_waiting_since = None
 
     def release(self) -> None:
         """Hand the slot to the most important waiter, or free it."""
@@ -178,5 +243,7 @@ class Admission:
                 self._waiting -= 1
                 if not fut.done():
                     fut.set_result(None)
+                    self._note_claims_left()
                     return
+        self._note_claims_left()
         self._free += 1

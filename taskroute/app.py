@@ -228,7 +228,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             url, settings.pool_min, settings.pool_max, settings.pool_statement_cache(url)
         )
         admission = Admission(
-            settings.pool_max, settings.admission_queue, settings.admission_claim_queue
+            settings.pool_max,
+            settings.admission_queue,
+            settings.admission_claim_queue,
+            settings.admission_claim_wait,
         )
         services = Services(Database(pool, settings.pool_timeout, admission), settings)
         services.subscriptions = SubscriptionBudget(

@@ -87,6 +87,13 @@ class Settings:
         "claims per process that may wait for a connection (a claim holds one for about a"
         " millisecond, so 200 is a short wait); past it a claim is refused at once",
     )
+    admission_claim_wait: float = setting(
+        0.25,
+        "TASKROUTE_ADMISSION_CLAIM_WAIT",
+        "seconds a claim may wait for a connection: a claim that would wait longer is refused"
+        " (at once when the line ahead of it takes longer than this to drain); `inf`: no"
+        " budget",
+    )
     sweep_interval: float = setting(
         5.0, "TASKROUTE_SWEEP_INTERVAL", "seconds between sweeps of expired leases"
     )

@@ -11,7 +11,8 @@ import queue
 import socket
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,48 @@ async def wait_for(
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r})")
         await asyncio.sleep(every)
+
+
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[Api]:
+    """A server in this process with `settings`, and a client of it."""
+    srv = InProcessServer(settings)
+    await srv.start()
+    try:
+        async with Api(srv.url) as api:
+            yield api
+    finally:
+        await srv.stop()
+
+
+@asynccontextmanager
+async def connections_held(
+    api: Api, database_url: str, expert: dict[str, Any], n: int = 2
+) -> AsyncIterator[list[asyncio.Task[Any]]]:
+    """`n` claims of `expert` hold `n` pooled connections, blocked on the expert's row, which
+    a connection of our own locks until the block ends; yields the claims' tasks (they
+    complete after it). Fills a small pool without any timing."""
+    locker = await asyncpg.connect(database_url)
+    tx = locker.transaction()
+    await tx.start()
+    try:
+        await locker.execute("SELECT 1 FROM experts WHERE id = $1 FOR UPDATE", expert["id"])
+        holders = [asyncio.create_task(api.claim(expert["token"])) for _ in range(n)]
+
+        async def blocked() -> bool:
+            return (
+                await locker.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()"
+                )
+                >= n
+            )
+
+        await wait_for(blocked, f"{n} claims blocked on the expert row", every=0.02)
+        yield holders
+    finally:
+        await tx.rollback()
+        await locker.close()
 
 
 # The claim every test sends: the fields that cost no extra statement (priorAnswers does:

@@ -22,8 +22,8 @@ from .helpers import (
     ADMIN_TOKEN,
     CLAIM_TASK_FIELDS,
     Api,
-    InProcessServer,
     claim_mutation,
+    serving,
     settings_for,
 )
 
@@ -37,13 +37,8 @@ LEASE = 600
 @pytest_asyncio.fixture
 async def small_inline(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
     settings = settings_for(database_url, tmp_path, inline_payload_bytes=INLINE_MAX)
-    srv = InProcessServer(settings)
-    await srv.start()
-    try:
-        async with Api(srv.url) as api:
-            yield api
-    finally:
-        await srv.stop()
+    async with serving(settings) as api:
+        yield api
 
 
 def _observed(claim: dict[str, Any], beat: dict[str, Any]) -> dict[str, Any]:

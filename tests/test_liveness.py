@@ -20,18 +20,13 @@ import pytest_asyncio
 from taskroute.db.pool import Database
 from taskroute.resolvers.sweeper import sweep_once
 
-from .helpers import Api, GraphQLError, InProcessServer, settings_for, tasks_of
+from .helpers import Api, GraphQLError, serving, settings_for, tasks_of
 
 
 @pytest_asyncio.fixture
 async def quiet_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    srv = InProcessServer(settings_for(database_url, tmp_path, sweep_interval=3600))
-    await srv.start()
-    try:
-        async with Api(srv.url) as client:
-            yield client
-    finally:
-        await srv.stop()
+    async with serving(settings_for(database_url, tmp_path, sweep_interval=3600)) as client:
+        yield client
 
 
 async def _silence(db: asyncpg.Connection, expert_id: str, seconds: float) -> None:

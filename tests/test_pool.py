@@ -7,6 +7,7 @@ on the lock inside their transactions); every other request then finds the pool 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,7 +16,7 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
-from .helpers import Api, InProcessServer, settings_for, tasks_of
+from .helpers import Api, connections_held, serving, settings_for, tasks_of
 
 POOL_TIMEOUT = 0.5
 
@@ -25,12 +26,10 @@ async def small_pool_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api
     settings = settings_for(
         database_url, tmp_path, pool_min=1, pool_max=2, pool_timeout=POOL_TIMEOUT,
         sweep_interval=60.0,
+        admission_claim_wait=math.inf,  # the pool's timeout, not the claims' budget
     )  # fmt: skip
-    srv = InProcessServer(settings)
-    await srv.start()
-    async with Api(srv.url) as api:
+    async with serving(settings) as api:
         yield api
-    await srv.stop()
 
 
 async def test_pool_exhausted_requests_fail_cleanly_then_recover(
@@ -46,24 +45,8 @@ async def test_pool_exhausted_requests_fail_cleanly_then_recover(
     r = await api.rest("POST", f"/v1/assignments/{uuid.uuid4()}/heartbeat", other["token"])
     assert r.status_code == 404
 
-    locker = await asyncpg.connect(database_url)
-    tx = locker.transaction()
-    await tx.start()
-    await locker.execute("SELECT 1 FROM experts WHERE id = $1 FOR UPDATE", blocked["id"])
-    try:
-        # Both pooled connections end up waiting on the expert row we hold.
-        holders = [asyncio.create_task(api.claim(blocked["token"])) for _ in range(2)]
-        deadline = time.monotonic() + 10
-        while (
-            await db.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND datname = current_database()"
-            )
-            < 2
-        ):
-            assert time.monotonic() < deadline, "the two claims never blocked"
-            await asyncio.sleep(0.05)
-
+    # Both pooled connections end up waiting on the expert row we hold.
+    async with connections_held(api, database_url, blocked) as holders:
         # GraphQL: a field error with code UNAVAILABLE (not masked), after about the timeout.
         t0 = time.monotonic()
         r = await api.http.post(
@@ -106,9 +89,6 @@ async def test_pool_exhausted_requests_fail_cleanly_then_recover(
         assert (await api.http.get("/readyz")).status_code == 503
         # Nothing was claimed by the refused requests.
         assert await db.fetchval("SELECT count(*) FROM assignments") == 0
-    finally:
-        await tx.rollback()
-        await locker.close()
 
     # The blocked claims complete once the lock goes; the pool serves everyone again.
     claims = await asyncio.wait_for(asyncio.gather(*holders), 10)

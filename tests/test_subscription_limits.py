@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from taskroute.resolvers import forecast as fc
 
-from .helpers import Api, InProcessServer, settings_for, tasks_of
+from .helpers import Api, serving, settings_for, tasks_of
 from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, WsClient
 
 FORECAST = "subscription($p: ID!) { forecastUpdated(projectId: $p) { forecast { remaining } } }"
@@ -31,13 +31,8 @@ async def small_budget(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
         ws_max_subscriptions_per_credential=5,
         forecast_poll=3600.0,  # only task changes re-evaluate forecasts in these tests
     )
-    srv = InProcessServer(settings)
-    await srv.start()
-    try:
-        async with Api(srv.url) as api:
-            yield api
-    finally:
-        await srv.stop()
+    async with serving(settings) as api:
+        yield api
 
 
 async def _error_code(ws: WsClient, op: str) -> str | None:
