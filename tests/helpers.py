@@ -204,8 +204,19 @@ class Api:
             await asyncio.sleep(0.05)
 
     async def claim(self, token: str, skills: list[str] | None = None) -> dict[str, Any] | None:
-        data = await self.gql(CLAIM, {"s": skills}, token)
-        return data["claimNextTask"]
+        """Claim as an expert's tool does: a claim refused as overloaded (the server is past
+        capacity or the claim's wait budget ran out; it changed nothing) is asked again after
+        the Retry-After the server gave. Tests of the refusal itself post the mutation."""
+        while True:
+            try:
+                data = await self.gql(CLAIM, {"s": skills}, token)
+            except GraphQLError as exc:
+                extensions = exc.errors[0].get("extensions", {})
+                if extensions.get("reason") != "overloaded":
+                    raise
+                await asyncio.sleep(extensions["retryAfter"])
+                continue
+            return data["claimNextTask"]
 
     async def heartbeat(self, token: str, assignment_id: str) -> dict[str, Any]:
         data = await self.gql(
