@@ -843,36 +843,39 @@ CREATE FUNCTION public.taskroute_pace_merge(p_ids uuid[], p_experts uuid[], p_ta
     AS $$
 BEGIN
     WITH fresh AS (
-        SELECT u.id, u.expert_id, t.skill, u.claimed_at, u.submitted_at
+        SELECT u.id, u.expert_id, t.skill,
+               (extract(epoch FROM u.submitted_at - u.claimed_at) * 1000000)::bigint AS claim_us,
+               (extract(epoch FROM u.submitted_at) * 1000000)::bigint AS submitted_us
         FROM unnest(p_ids, p_experts, p_tasks, p_claimed, p_submitted)
              AS u(id, expert_id, task_id, claimed_at, submitted_at)
         JOIN tasks t ON t.id = u.task_id
         WHERE u.submitted_at IS NOT NULL
     ),
     kept AS (
-        SELECT k.id, p.expert_id, k.skill, k.claimed_at, k.submitted_at
+        SELECT k.id, p.expert_id, k.skill, k.claim_us, k.submitted_us
         FROM expert_pace p,
-             unnest(p.assignment_ids, p.skills, p.claimed_at, p.submitted_at)
-                 AS k(id, skill, claimed_at, submitted_at)
+             unnest(p.assignment_ids, p.skills, p.claim_us, p.submitted_us)
+                 AS k(id, skill, claim_us, submitted_us)
         WHERE p.expert_id IN (SELECT expert_id FROM fresh)
           AND k.id NOT IN (SELECT id FROM fresh)
     ),
     ranked AS (
-        SELECT m.*, row_number() OVER (PARTITION BY m.expert_id ORDER BY m.submitted_at DESC) AS r
+        SELECT m.*,
+               row_number() OVER (PARTITION BY m.expert_id ORDER BY m.submitted_us DESC) AS r
         FROM (SELECT * FROM fresh UNION ALL SELECT * FROM kept) m
     )
-    INSERT INTO expert_pace AS e (expert_id, assignment_ids, skills, claimed_at, submitted_at)
+    INSERT INTO expert_pace AS e (expert_id, assignment_ids, skills, claim_us, submitted_us)
     SELECT expert_id,
-           array_agg(id ORDER BY submitted_at DESC),
-           array_agg(skill ORDER BY submitted_at DESC),
-           array_agg(claimed_at ORDER BY submitted_at DESC),
-           array_agg(submitted_at ORDER BY submitted_at DESC)
+           array_agg(id ORDER BY r),
+           array_agg(skill ORDER BY r),
+           array_agg(claim_us ORDER BY r),
+           array_agg(submitted_us ORDER BY r)
     FROM ranked WHERE r <= 40
     GROUP BY expert_id
     ORDER BY expert_id
     ON CONFLICT (expert_id) DO UPDATE
     SET assignment_ids = EXCLUDED.assignment_ids, skills = EXCLUDED.skills,
-        claimed_at = EXCLUDED.claimed_at, submitted_at = EXCLUDED.submitted_at;
+        claim_us = EXCLUDED.claim_us, submitted_us = EXCLUDED.submitted_us;
 END
 $$;
 
@@ -883,14 +886,17 @@ $$;
 CREATE FUNCTION public.taskroute_pace_row() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    v_submitted bigint := (extract(epoch FROM NEW.submitted_at) * 1000000)::bigint;
 BEGIN
     UPDATE expert_pace p
     SET assignment_ids = (NEW.id || p.assignment_ids)[1:40],
         skills = ((SELECT t.skill FROM tasks t WHERE t.id = NEW.task_id) || p.skills)[1:40],
-        claimed_at = (NEW.claimed_at || p.claimed_at)[1:40],
-        submitted_at = (NEW.submitted_at || p.submitted_at)[1:40]
+        claim_us = ((extract(epoch FROM NEW.submitted_at - NEW.claimed_at) * 1000000)::bigint
+                    || p.claim_us)[1:40],
+        submitted_us = (v_submitted || p.submitted_us)[1:40]
     WHERE p.expert_id = NEW.expert_id
-      AND NEW.submitted_at >= p.submitted_at[1]
+      AND v_submitted >= p.submitted_us[1]
       AND NOT NEW.id = ANY (p.assignment_ids)
       AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = NEW.task_id);
     IF NOT FOUND THEN
@@ -1744,8 +1750,8 @@ CREATE TABLE public.expert_pace (
     expert_id uuid NOT NULL,
     assignment_ids uuid[] NOT NULL,
     skills text[] NOT NULL,
-    claimed_at timestamp with time zone[] NOT NULL,
-    submitted_at timestamp with time zone[] NOT NULL
+    claim_us bigint[] NOT NULL,
+    submitted_us bigint[] NOT NULL
 )
 WITH (fillfactor='50');
 

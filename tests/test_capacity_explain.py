@@ -230,9 +230,9 @@ async def test_forecast_statements_probe_indexes_on_a_churned_table(
     statements = {
         "forecast_counts": (churned["project"], None),
         "forecast_counts_all": (None, None),
-        "forecast_experts": (900.0, None, [churned["skill"]], 900.0, 3600.0),
-        "forecast_experts_all": (900.0, None, None, 900.0, 3600.0),
-        "forecast_skill_history": ([churned["skill"]], 3600.0, None, 900.0),
+        "forecast_experts": (900.0, None, [churned["skill"]]),
+        "forecast_experts_all": (900.0, None, None),
+        "forecast_skill_history": ([churned["skill"]], 3600.0, None),
         "forecast_demand": ([churned["skill"]],),
         "task_counts_project": (churned["project"],),
     }

@@ -505,3 +505,71 @@ def test_the_flat_allocation_and_the_inline_tail_are_the_plain_ones_to_the_bit(
         paces = [(pace.mean, pace.cv), (pace.mean * 1.5, 0.0), (book.typical[skill], 0.3)]
         for n in (1, 2, 3):
             assert _longest_residual(tuple(paces[:n])) == _plain_longest_residual(paces[:n])
+
+
+# The cycles as Postgres computed them before migration 0028 (timestamp differences per kept
+# submission): the oracle of `Kept`, which takes them from microseconds kept at submit.
+OLD_CYCLES = """
+SELECT coalesce(array_agg(k.skill ORDER BY k.i), '{}') AS p_skills,
+       coalesce(array_agg(greatest(extract(epoch FROM k.submitted_at
+                 - CASE WHEN k.prev IS NOT NULL AND k.prev <= k.claimed_at
+                             AND k.claimed_at - k.prev <= make_interval(secs => $5)
+                        THEN k.prev ELSE k.claimed_at END)::float8, 0.001) ORDER BY k.i), '{}')
+           AS p_cycles,
+       max(k.submitted_at) AS p_newest
+FROM (SELECT i, ($1::text[])[i] AS skill, ($2::timestamptz[])[i] AS claimed_at,
+             ($3::timestamptz[])[i] AS submitted_at, ($3::timestamptz[])[i + 1] AS prev
+      FROM generate_series(1, cardinality($3::timestamptz[])) i) k
+WHERE k.submitted_at <= $4 AND k.submitted_at > $4 - make_interval(secs => $6)
+"""
+
+
+async def test_kept_cycles_are_the_interval_arithmetic_to_the_bit(db: asyncpg.Connection) -> None:
+    """Kept (resolvers/forecast.py) against the SQL it replaced, on kept rows with gaps at
+    the idle cap and a microsecond either side, cycles over a day (where float seconds of an
+    interval could round twice), ties, and clocks on the window's edges."""
+    import random
+
+    from taskroute.resolvers.forecast import EPOCH, Kept, micros
+
+    rng = random.Random(16)
+    base = await db_now(db)
+    us = timedelta(microseconds=1)
+    for case in range(300):
+        cap, window = rng.choice([(900.0, 3600.0), (60.0, 1800.0), (0.5, 90000.0)])
+        cap_t = timedelta(microseconds=micros(cap))
+        n = rng.randint(1, 40)
+        submitted = [base]
+        claimed = []
+        for i in range(n):
+            if i + 1 < n:
+                gap = rng.choice([0, 1, 17, 50, 900, 4000, 100000, 200000]) * rng.random()
+                submitted.append(submitted[-1] - timedelta(seconds=gap) - rng.randint(0, 9) * us)
+            if i + 1 < n and rng.random() < 0.5:  # claimed at the cap of the previous, +-1 us
+                edge = submitted[i + 1] + cap_t + rng.choice([-1, 0, 1]) * us
+                claimed.append(min(edge, submitted[i]))
+            else:
+                took = rng.choice([0.0, 0.0004, 5.0, 80.0, 90000.0, 200000.0]) * rng.random()
+                claimed.append(submitted[i] - timedelta(seconds=took) - rng.randint(0, 9) * us)
+        submitted = submitted[:n]
+        skills = [rng.choice(["a", "b", "c"]) for _ in range(n)]
+        pick = rng.randrange(n)
+        clock = rng.choice(
+            [
+                submitted[pick],  # on the window's newer edge
+                submitted[pick] + timedelta(seconds=window),  # on its older edge
+                submitted[pick] + timedelta(seconds=window) - us,
+                base + timedelta(seconds=rng.uniform(-window, window)),
+            ]
+        )
+        old = await db.fetchrow(OLD_CYCLES, skills, claimed, submitted, clock, cap, window)
+        row = {
+            "p_skills": skills,
+            "p_claim_us": [(s - c) // us for s, c in zip(submitted, claimed, strict=True)],
+            "p_submitted_us": [(s - EPOCH) // us for s in submitted],
+            "clock": clock,
+        }
+        new = Kept.of(row, micros(cap), micros(window))  # type: ignore[arg-type]
+        assert list(new.skills) == old["p_skills"], case
+        assert list(new.cycles) == old["p_cycles"], case
+        assert new.newest == old["p_newest"], case

@@ -5,6 +5,7 @@ submits in between. The forecast reads its pace from these rows."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -16,7 +17,7 @@ KEPT = 40
 
 async def kept(db: asyncpg.Connection, expert_id: str) -> list[tuple[Any, ...]]:
     row = await db.fetchrow(
-        "SELECT assignment_ids, skills, claimed_at, submitted_at FROM expert_pace"
+        "SELECT assignment_ids, skills, claim_us, submitted_us FROM expert_pace"
         " WHERE expert_id = $1",
         expert_id,
     )
@@ -24,7 +25,16 @@ async def kept(db: asyncpg.Connection, expert_id: str) -> list[tuple[Any, ...]]:
     return list(zip(*row.values(), strict=True))
 
 
+def us(t: timedelta) -> int:
+    return t // timedelta(microseconds=1)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 async def newest(db: asyncpg.Connection, expert_id: str) -> list[tuple[Any, ...]]:
+    """The newest 40, times in microseconds (migration 0028): from the claim to the submit,
+    and the submit's since 1970."""
     rows = await db.fetch(
         "SELECT a.id, t.skill, a.claimed_at, a.submitted_at FROM assignments a"
         " JOIN tasks t ON t.id = a.task_id"
@@ -33,7 +43,15 @@ async def newest(db: asyncpg.Connection, expert_id: str) -> list[tuple[Any, ...]
         expert_id,
         KEPT,
     )
-    return [tuple(r.values()) for r in rows]
+    return [
+        (
+            r["id"],
+            r["skill"],
+            us(r["submitted_at"] - r["claimed_at"]),
+            us(r["submitted_at"] - EPOCH),
+        )
+        for r in rows
+    ]
 
 
 async def cycles(api: Api, token: str, n: int, skills: tuple[str, ...] = ("grading",)) -> None:

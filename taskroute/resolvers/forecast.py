@@ -51,7 +51,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -210,20 +210,85 @@ def _pace(cycles: tuple[float, ...]) -> Pace:
     return Pace(mean=mean, cv=cv, weight=float(k), n=len(cycles))
 
 
-def cycles_by_skill(row: asyncpg.Record, wanted: set[str]) -> dict[str, list[float]]:
-    """One expert's cycles per skill among `wanted` (newest first), as expert_cycles measured
-    them within the history window."""
+MICROSECOND = timedelta(microseconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(seconds: float) -> int:
+    """`seconds` as Postgres' make_interval(secs => seconds) holds it: whole microseconds,
+    rounded half to even (rint)."""
+    return round(seconds * 1_000_000.0)
+
+
+# An expert's kept submissions change only when they submit: their cycles are looked up by
+# value, as paces are, and so is the split per skill of the part in the window. Keyed by the
+# arrays themselves, never stale.
+@functools.lru_cache(maxsize=PACE_CACHE)
+def _kept(
+    claim: tuple[int, ...], submitted: tuple[int, ...], cap_us: int
+) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """Each kept submission's cycle (newest first), and its time negated (ascending, for
+    bisect). A cycle is the time from the expert's previous submission when they claimed
+    within the idle cap (`cap_us`) of it (the time between tasks is part of working), else
+    from the claim (they were away: a break is not pace), at least a millisecond. Integers of
+    microseconds, so the comparisons are the intervals' and each cycle is the double
+    extract(epoch)::float8 gave (both correctly rounded)."""
+    cycles = []
+    last = len(submitted) - 1
+    for i, c in enumerate(claim):
+        took = c
+        if i < last:  # the oldest kept one has no previous submission kept
+            p = submitted[i] - submitted[i + 1]
+            if c <= p <= c + cap_us:
+                took = p
+        cycles.append(max(took / 1_000_000, 0.001))
+    return tuple(cycles), tuple(-s for s in submitted)
+
+
+@functools.lru_cache(maxsize=PACE_CACHE)
+def _split(skills: tuple[str, ...], cycles: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
+    """Cycles per skill (newest first). Cached: callers must not change the dict."""
     found: dict[str, list[float]] = defaultdict(list)
-    for skill, cycle in zip(row["p_skills"], row["p_cycles"], strict=True):
-        if skill in wanted:
-            found[skill].append(cycle)
-    return found
+    for skill, cycle in zip(skills, cycles, strict=True):
+        found[skill].append(cycle)
+    return {k: tuple(v) for k, v in found.items()}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One expert's kept submissions within the history window, newest first: their skills,
+    the seconds each cost (`cycles`), and the newest one's time (None when none is in it)."""
+
+    skills: tuple[str, ...]
+    cycles: tuple[float, ...]
+    newest: datetime | None
+
+    @classmethod
+    def of(cls, row: asyncpg.Record, cap_us: int, window_us: int) -> Kept:
+        """From a row of forecast_experts (expert_pace's arrays, migration 0028, and the
+        statement's clock): the submissions at most `window_us` before the clock."""
+        submitted = row["p_submitted_us"]
+        if not submitted:
+            return cls((), (), None)
+        cycles, back = _kept(tuple(row["p_claim_us"]), tuple(submitted), cap_us)
+        # in the window: clock - window < submitted <= clock (newest first, so a slice)
+        clock = (row["clock"] - EPOCH) // MICROSECOND
+        lo = bisect.bisect_left(back, -clock)
+        hi = bisect.bisect_left(back, window_us - clock)
+        if lo >= hi:
+            return cls((), (), None)
+        newest = EPOCH + timedelta(microseconds=submitted[lo])
+        return cls(tuple(row["p_skills"][lo:hi]), cycles[lo:hi], newest)
+
+    def by_skill(self, wanted: set[str]) -> dict[str, tuple[float, ...]]:
+        """The cycles per skill among `wanted` (newest first)."""
+        return {k: v for k, v in _split(self.skills, self.cycles).items() if k in wanted}
 
 
 class PaceBook:
     """Every measured pace of the skills asked about, and the priors for the unmeasured."""
 
-    def __init__(self, measured: Iterable[tuple[UUID, str, list[float]]]) -> None:
+    def __init__(self, measured: Iterable[tuple[UUID, str, Sequence[float]]]) -> None:
         self.own = {(e, skill): _pace(tuple(cycles)) for e, skill, cycles in measured}
         per_skill: dict[str, list[Pace]] = defaultdict(list)
         for (_, skill), p in self.own.items():
@@ -280,15 +345,15 @@ class Capacity:
     tail: float = 0.0  # seconds the last tasks add at `throughput` (`_tail`)
 
 
-def _present(rows: list[asyncpg.Record], now: datetime) -> list[Present]:
+def _present(rows: list[asyncpg.Record], kept: dict[UUID, Kept], now: datetime) -> list[Present]:
     """The experts still at work: a live lease, or idle for fewer than IDLE_CYCLES cycles."""
     found = []
     for r in rows:
-        if not r["working"] and r["p_cycles"]:
-            newest = r["p_newest"]
-            active = max(t for t in (r["last_seen_at"], newest) if t is not None)
+        k = kept[r["expert_id"]]
+        if not r["working"] and k.cycles:
+            active = max(t for t in (r["last_seen_at"], k.newest) if t is not None)
             idle = (now - active).total_seconds()
-            if idle > max(IDLE_MIN_SECONDS, IDLE_CYCLES * statistics.median(r["p_cycles"])):
+            if idle > max(IDLE_MIN_SECONDS, IDLE_CYCLES * statistics.median(k.cycles)):
                 continue
         quality = dict(zip(r["skills"], r["qualities"], strict=True))
         found.append(Present(r["expert_id"], quality, max(1, r["demands"])))
@@ -541,9 +606,12 @@ def _longest_residual(paces: tuple[tuple[float, float], ...]) -> float:
 
 
 def clear_caches() -> None:
-    """Forget every pace and tail looked up by value (benches time a forecast without them)."""
+    """Forget everything looked up by value: paces, tails, kept cycles (benches time a forecast
+    without them)."""
     _pace.cache_clear()
     _longest_residual.cache_clear()
+    _kept.cache_clear()
+    _split.cache_clear()
 
 
 def _tail(paces: tuple[tuple[float, float], ...], cycle: float) -> float:
@@ -670,29 +738,30 @@ async def forecasts(
     if not rows:
         return []
     skills = sorted({r["skill"] for r in rows})
-    window, idle_cap = settings.forecast_window, settings.forecast_presence
+    window = settings.forecast_window
+    # the idle cap is the presence window (the longest gap between tasks that is working)
+    cap_us, window_us = micros(settings.forecast_presence), micros(window)
     experts = await conn.fetch(
         Q["forecast_experts"],
         settings.forecast_presence,
         clock,
         skills if project_id is not None else None,
-        idle_cap,
-        window,
     )
     now: datetime = rows[0]["evaluated_at"]
     wanted = set(skills)
-    cycles = {e["expert_id"]: cycles_by_skill(e, wanted) for e in experts}
+    kept = {e["expert_id"]: Kept.of(e, cap_us, window_us) for e in experts}
+    cycles = {e: k.by_skill(wanted) for e, k in kept.items()}
     measured = [(e, k, c) for e, by in cycles.items() for k, c in by.items()]
     unmeasured = [k for k in skills if not any(k in by for by in cycles.values())]
     if unmeasured:
         # Nobody present has worked in these skills yet: their measured pace (a prior, and
         # how many experts a deadline needs) comes from whoever worked in them lately.
-        rows_h = await conn.fetch(Q["forecast_skill_history"], unmeasured, window, clock, idle_cap)
+        rows_h = await conn.fetch(Q["forecast_skill_history"], unmeasured, window, clock)
         for h in rows_h:
-            by = cycles_by_skill(h, set(unmeasured))
+            by = Kept.of(h, cap_us, window_us).by_skill(set(unmeasured))
             measured += [(h["expert_id"], k, c) for k, c in by.items()]
     book = PaceBook(measured)
-    present = _present(experts, now)
+    present = _present(experts, kept, now)
     # Every active project's work left in these skills (with or without a deadline), and the
     # rows asked about (a project completed while at risk is not active but is asked about).
     lefts: dict[Group, dict[UUID, float]] = defaultdict(dict)

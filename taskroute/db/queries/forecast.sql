@@ -35,35 +35,18 @@ GROUP BY t.id, c.skill, t.deadline, t.min_quality
 HAVING sum(c.n) > 0
 ORDER BY t.id, c.skill;
 
--- fragment: expert_cycles
--- $1 an expert_pace row's alias, $2 the clock, $3 idle cap seconds, $4 history window seconds.
--- A row source (p_skills, p_cycles, p_newest), one row (empty arrays when nothing is in the
--- window, or all of it after a simulator's clock): the expert's kept submissions within the window,
--- newest first, each with the seconds it cost (`cycle`): from the expert's previous submission
--- (any skill) when they claimed within `idle cap` of it (the time between tasks is part of
--- working), else from the claim (they were away: a break is not pace).
-SELECT coalesce(array_agg(k.skill ORDER BY k.i), '{}') AS p_skills,
-       coalesce(array_agg(greatest(extract(epoch FROM k.submitted_at
-                 - CASE WHEN k.prev IS NOT NULL AND k.prev <= k.claimed_at
-                             AND k.claimed_at - k.prev <= make_interval(secs => $3)
-                        THEN k.prev ELSE k.claimed_at END)::float8, 0.001) ORDER BY k.i), '{}')
-           AS p_cycles,
-       max(k.submitted_at) AS p_newest
-FROM (SELECT i, $1.skills[i] AS skill, $1.claimed_at[i] AS claimed_at,
-             $1.submitted_at[i] AS submitted_at, $1.submitted_at[i + 1] AS prev
-      FROM generate_series(1, cardinality($1.submitted_at)) i) k
-WHERE k.submitted_at <= $2 AND k.submitted_at > $2 - make_interval(secs => $4)
-
 -- name: forecast_experts
--- $1 presence window seconds, $2 clock (NULL: taskroute_now()), $3 skills (NULL: all),
--- $4 idle cap seconds, $5 history window seconds. The present
+-- $1 presence window seconds, $2 clock (NULL: taskroute_now()), $3 skills (NULL: all). The present
 -- experts holding any of the skills, one row each, with what the forecast needs:
 -- - present: active, and seen (claim, heartbeat) within the window or holding a live lease
 --   (`working`); resolvers/forecast.py also drops those idle for many of their own cycles;
 -- - skills / qualities: their active skills (parallel arrays);
 -- - demands: how many (project, skill) with work left (active projects) they qualify for
 --   (skill held, quality >= the project's min_quality): their time is split among them;
--- - p_*: their pace from their newest submissions (expert_pace, newest first; expert_cycles).
+-- - p_*: their kept submissions as expert_pace has them (newest first: skills, microseconds
+--   from the claim, submission times in microseconds) and the clock: resolvers/forecast.py
+--   `Kept` takes the history window and the cycles from them (migration 0028: no arithmetic
+--   per submission here, ~45 us per expert when there was).
 WITH clock AS (SELECT coalesce($2::timestamptz, taskroute_now()) AS now_),
 present AS (
     -- `working`: one probe per expert of their one live claim (assignments_one_active). The
@@ -109,25 +92,23 @@ asked AS (
     WHERE $3::text[] IS NULL
        OR e.id IN (SELECT expert_id FROM held WHERE skill = ANY ($3::text[]))
 ),
-paced AS (
-    -- once per expert asked about
-    SELECT ep.expert_id, c.p_skills, c.p_cycles, c.p_newest
-    FROM clock, asked e
-    JOIN expert_pace ep ON ep.expert_id = e.id,
-    LATERAL ({{ expert_cycles(ep, clock.now_, $4, $5) }}) c
+skills_of AS (
+    SELECT h.expert_id, array_agg(h.skill ORDER BY h.skill) AS skills,
+           array_agg(h.quality::float8 ORDER BY h.skill) AS qualities
+    FROM held h
+    WHERE h.expert_id IN (SELECT id FROM asked)
+    GROUP BY h.expert_id
 )
-SELECT e.id AS expert_id, e.last_seen_at, e.working,
-       array_agg(h.skill ORDER BY h.skill) AS skills,
-       array_agg(h.quality::float8 ORDER BY h.skill) AS qualities,
-       d.demands,
-       coalesce(c.p_skills, '{}') AS p_skills,
-       coalesce(c.p_cycles, '{}') AS p_cycles,
-       c.p_newest
-FROM asked e
-JOIN held h ON h.expert_id = e.id
+SELECT e.id AS expert_id, e.last_seen_at, e.working, s.skills, s.qualities, d.demands,
+       coalesce(ep.skills, '{}') AS p_skills,
+       coalesce(ep.claim_us, '{}') AS p_claim_us,
+       coalesce(ep.submitted_us, '{}') AS p_submitted_us,
+       clock.now_ AS clock
+FROM clock
+CROSS JOIN asked e
+JOIN skills_of s ON s.expert_id = e.id
 JOIN demands d ON d.expert_id = e.id
-LEFT JOIN paced c ON c.expert_id = e.id
-GROUP BY e.id, e.last_seen_at, e.working, d.demands, c.p_skills, c.p_cycles, c.p_newest
+LEFT JOIN expert_pace ep ON ep.expert_id = e.id
 ORDER BY e.id;
 
 -- name: forecast_demand
@@ -147,17 +128,18 @@ JOIN projects p ON p.id = w.project_id AND p.status = 'active'
 ORDER BY w.skill, p.min_quality, w.project_id;
 
 -- name: forecast_skill_history
--- $1 skills, $2 history window seconds, $3 clock (NULL: taskroute_now()), $4 idle cap seconds.
+-- $1 skills, $2 history window seconds, $3 clock (NULL: taskroute_now()).
 -- Experts, present or not, who submitted within the window and whose kept submissions include
 -- one of the skills: the measured pace of a skill nobody present has worked in yet (its prior,
 -- and how many experts a deadline needs). Only asked for such skills; expert_pace has one row
--- per expert.
+-- per expert. Their kept submissions as forecast_experts ships them.
 WITH clock AS (SELECT coalesce($3::timestamptz, taskroute_now()) AS now_)
-SELECT ep.expert_id, c.p_skills, c.p_cycles, c.p_newest
-FROM clock, expert_pace ep,
-     LATERAL ({{ expert_cycles(ep, clock.now_, $4, $2) }}) c
+SELECT ep.expert_id, ep.skills AS p_skills, ep.claim_us AS p_claim_us,
+       ep.submitted_us AS p_submitted_us, clock.now_ AS clock
+FROM clock, expert_pace ep
 WHERE ep.skills && $1::text[]
-  AND ep.submitted_at[1] > clock.now_ - make_interval(secs => $2)
+  AND ep.submitted_us[1]
+      > (extract(epoch FROM clock.now_ - make_interval(secs => $2)) * 1000000)::bigint
 ORDER BY ep.expert_id;
 
 -- name: advisory_xact_lock
