@@ -561,6 +561,7 @@ async def measure(args: argparse.Namespace) -> None:
         c0 = [cpu_seconds(x) for x in groups]
         h0 = await scrape_histograms(port)
         j0 = await scrape_jobs(port)
+        m0_text = await metrics_text(port)
         m0 = loop.time()
         samples: list[dict[str, Any]] = []
         if args.timeline:
@@ -571,6 +572,7 @@ async def measure(args: argparse.Namespace) -> None:
         elapsed = loop.time() - m0
         h1 = await scrape_histograms(port)
         j1 = await scrape_jobs(port)
+        m1_text = await metrics_text(port)
         per_kind_pg = await pss_per_kind(dsn) if pss else None
         pg_procs_late = [p for p in await backends(ADMIN_DSN, dbname) if p.pid not in c0[1]]
         late = cpu_seconds(pg_procs_late)  # backends opened during the window (all in it)
@@ -679,6 +681,12 @@ async def measure(args: argparse.Namespace) -> None:
             f"  p50 {1000 * bucket_quantile(diff, 0.5):7.1f} ms"
             f"  p99 {1000 * bucket_quantile(diff, 0.99):7.1f} ms"
         )
+    expired = sum(
+        float(v) * sign
+        for text, sign in ((m1_text, 1), (m0_text, -1))
+        for v in re.findall(r"^taskroute_admission_claims_expired_total (\S+)$", text, re.M)
+    )
+    print(f"  claims refused after waiting their whole budget (not at the door): {expired:.0f}")
     print("  background jobs over the window (/metrics: passes finished, seconds in them):")
     for job in sorted(j1):
         n, secs = (j1[job][i] - j0.get(job, (0.0, 0.0))[i] for i in range(2))

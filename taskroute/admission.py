@@ -215,6 +215,7 @@ class Admission:
                 raise
             # Served too late to be useful: refused like at the door, and counted so.
             metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
+            metrics.ADMISSION_CLAIMS_EXPIRED.inc()
             self.refused.add()
             raise Overloaded(priority, self.retry_after()) from None
         except BaseException:

@@ -63,6 +63,13 @@ async def _waits(api: Api, priority: str) -> dict[float, float]:
     return {float(le): float(n) for le, n in re.findall(pattern, r.text, re.M)}
 
 
+async def _expired(api: Api) -> float:
+    """taskroute_admission_claims_expired_total: claims refused when their budget ran out."""
+    r = await api.http.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    found = re.findall(r"^taskroute_admission_claims_expired_total (\S+)$", r.text, re.M)
+    return float(found[0]) if found else 0.0
+
+
 async def _until(api: Api, what: str, **expected: float) -> None:
     deadline = time.monotonic() + 20
     while True:
@@ -218,6 +225,7 @@ async def test_a_claim_not_served_within_its_budget_is_refused_and_work_in_progr
 
     # Both pooled connections end up waiting on the expert row we hold.
     async with connections_held(api, database_url, blocked) as holders:
+        expired_before = await _expired(api)
         beat = asyncio.create_task(api.heartbeat(beater["token"], leased["assignmentId"]))
         await _until(api, "the heartbeat never queued", protect=1)
         asked = time.monotonic()
@@ -236,6 +244,8 @@ async def test_a_claim_not_served_within_its_budget_is_refused_and_work_in_progr
         assert r.status_code == 503, r.text
         assert r.json()["error"]["details"] == {"reason": "overloaded"}
         assert time.monotonic() - asked >= 0.3
+        # Both were refused when their budget ran out, not at the door (the line was short).
+        assert await _expired(api) == expired_before + 2
         # The heartbeat is still waiting: work in progress has no budget but the pool's.
         assert not beat.done()
         waiting = await _waiting(api)

@@ -89,8 +89,14 @@ POOL_SIZE = Gauge("taskroute_db_pool_connections", "Pooled connections", ["state
 # Admission (admission.py): requests refused at once, and requests waiting at scrape time.
 ADMISSION_SHED = Counter(
     "taskroute_admission_shed_total",
-    "Requests refused at once (UNAVAILABLE) because their line for a connection was full",
+    "Requests refused (UNAVAILABLE) because their line for a connection was full, or (claims)"
+    " because they could not be served within their wait budget",
     ["priority"],
+)
+ADMISSION_CLAIMS_EXPIRED = Counter(
+    "taskroute_admission_claims_expired_total",
+    "Of the refused claims, those refused after waiting their whole budget"
+    " (TASKROUTE_ADMISSION_CLAIM_WAIT) rather than at the door: these cost a request's work",
 )
 # Where a request's time goes before its SQL runs: the wait for a connection slot (a claim
 # waits behind heartbeats and submits by design), and how late the process's event loop is.
