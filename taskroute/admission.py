@@ -121,6 +121,7 @@ class Admission:
         self.max_claims_waiting = max(0, min(max_claims_waiting, self.max_waiting))
         self.claim_wait = claim_wait
         self.claims_admitted = Rate()
+        self.claims_refused = Rate()
         self._clock = clock
         # Since when the claim line has held someone (None: empty): saturated after a budget.
         self._claims_waiting_since: float | None = None
@@ -141,11 +142,20 @@ class Admission:
     def waiting_by_priority(self) -> dict[Priority, int]:
         return {p: sum(not f.done() for f in self._queues[p]) for p in Priority}
 
-    def retry_after(self, now: float | None = None) -> int:
+    def retry_after(self, now: float | None = None, priority: Priority | None = None) -> int:
         """Seconds a refused client should wait: demand over what is being admitted (see the
-        module doc), jittered, at least 1 and at most RETRY_AFTER_MAX."""
-        admitted = self.admitted.per_second(now)
-        refused = self.refused.per_second(now)
+        module doc), jittered, at least 1 and at most RETRY_AFTER_MAX. A refused claim gets
+        the claims' own ratio: claims are a third of the requests, and the overall ratio
+        (heartbeats and submits, which are not refused, in the denominator) sent refused
+        claimers back about twice as often as claims were being let in (bench/load.py at
+        4,000 experts: ~950 refusals a second, each a request's parsing and authentication)."""
+        if priority is Priority.CLAIM:
+            at = self._clock() if now is None else now
+            admitted = self.claims_admitted.per_second(at)
+            refused = self.claims_refused.per_second(at)
+        else:
+            admitted = self.admitted.per_second(now)
+            refused = self.refused.per_second(now)
         overload = (admitted + refused) / max(admitted, 1.0)
         seconds = min(float(RETRY_AFTER_MAX), overload) * random.uniform(0.5, 1.5)
         return max(1, min(RETRY_AFTER_MAX, math.floor(seconds)))
@@ -178,7 +188,9 @@ class Admission:
             return None
         metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
         self.refused.add()
-        return Overloaded(priority, self.retry_after())
+        if priority is Priority.CLAIM:
+            self.claims_refused.add(self._clock())
+        return Overloaded(priority, self.retry_after(priority=priority))
 
     async def acquire(self, priority: Priority, timeout: float) -> None:
         """Take a slot, waiting at most `timeout` seconds (then TimeoutError); raises
@@ -217,7 +229,8 @@ class Admission:
             metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
             metrics.ADMISSION_CLAIMS_EXPIRED.inc()
             self.refused.add()
-            raise Overloaded(priority, self.retry_after()) from None
+            self.claims_refused.add(self._clock())
+            raise Overloaded(priority, self.retry_after(priority=priority)) from None
         except BaseException:
             self._give_up(fut, queue)
             raise

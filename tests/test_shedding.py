@@ -262,6 +262,28 @@ async def test_a_claim_not_served_within_its_budget_is_refused_and_work_in_progr
     assert await api.claim(waiter["token"]) is not None
 
 
+def test_a_refused_claim_waits_by_the_claims_own_overload() -> None:
+    """Claims are a third of the requests; heartbeats and submits are let in, not refused. By
+    the overall ratio a refused claimer came back about twice as often as claims got in."""
+    clock = [1000.0]
+    gate = Admission(
+        slots=2, max_waiting=10, max_claims_waiting=1, claim_wait=0.25, clock=lambda: clock[0]
+    )
+    for i in range(600):  # 6 s: 100 claims and 200 heartbeats/submits let in a second ...
+        now = clock[0] + i / 100
+        gate.claims_admitted.add(now)
+        for _ in range(3):
+            gate.admitted.add(now)
+        for _ in range(9):  # ... and 900 claims refused a second
+            gate.claims_refused.add(now)
+            gate.refused.add(now)
+    clock[0] += 6
+    claims = [gate.retry_after(clock[0], Priority.CLAIM) for _ in range(400)]
+    overall = [gate.retry_after(clock[0]) for _ in range(400)]
+    assert min(claims) >= 4 and max(claims) <= 15  # (100 + 900) / 100: about 10 s, +-50%
+    assert min(overall) >= 1 and max(overall) <= 6  # (300 + 900) / 300: about 4 s
+
+
 async def test_claims_are_refused_at_the_door_beyond_what_drains_within_the_budget() -> None:
     """Once the claim line has not been empty for a whole budget (saturated), its length
     follows the rate claims get in: at that rate the claims already waiting take the budget to
