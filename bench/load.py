@@ -525,6 +525,9 @@ async def measure(args: argparse.Namespace) -> None:
     dsn = ADMIN_DSN.rsplit("/", 1)[0] + "/" + dbname
     admin = await asyncpg.connect(ADMIN_DSN)
     await admin.execute(f'CREATE DATABASE "{dbname}"')
+    for setting in args.db_setting:  # e.g. vacuum_cost_delay=2ms: a per-database GUC
+        name, _, value = setting.partition("=")
+        await admin.execute(f'ALTER DATABASE "{dbname}" SET {name} = {value!r}')
     proc = None
     bouncer = None
     gens: list[mp.Process] = []
@@ -808,6 +811,10 @@ def main() -> None:
     p.add_argument("--pool-max", type=int, default=None, help="TASKROUTE_POOL_MAX")
     p.add_argument("--admission-queue", type=int, default=None)
     p.add_argument("--admission-claim-queue", type=int, default=None)
+    p.add_argument(
+        "--db-setting", action="append", default=[], metavar="NAME=VALUE",
+        help="ALTER DATABASE ... SET for the bench database (repeatable)",
+    )  # fmt: skip
     p.add_argument("--admission-claim-wait", type=float, default=None, help="`inf`: no budget")
     p.add_argument("--seed", type=int, default=19)
     p.add_argument(
