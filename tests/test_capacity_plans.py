@@ -373,12 +373,6 @@ async def test_customer_summary_reads_a_bounded_number_of_rows(
     assert (row["tasks"], row["done"]) == (recount["tasks"], recount["done"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 19 finding: routing_deadline_bump's rewrite of a bumped project's tasks "
-    "plans a Seq Scan on tasks (done rows included) when the project's backlog is a large "
-    "share of its tasks; it runs only when a project is bumped or unbumped",
-)
 async def test_deadline_bump_reads_a_bounded_number_of_rows(
     history: dict[str, Any],
     logged: tuple[Database, PlanLog, Settings],

@@ -105,6 +105,7 @@ async def routing_once(
         report.ran = True
         # Bumps first: they rewrite eff_priority, which the boost below builds on.
         ahead = await forecasts(conn, policy.forecast, None, clock)
+        await conn.execute(Q["routing_bump_planning"])
         rows = await conn.fetch(
             Q["routing_deadline_bump"],
             clock,
@@ -114,6 +115,7 @@ async def routing_once(
             [f.eta for f in ahead],
             [f.evidence for f in ahead],
         )
+        await conn.execute(Q["routing_bump_planning_done"])
         report.bumps = [dict(r) for r in rows]
         boosts = await conn.fetch(
             Q["routing_fair_boost"],
