@@ -421,9 +421,11 @@ SELECT id, status, last_seen_at FROM experts WHERE id = $1;
 -- the planner prefers a Seq Scan (or a bitmap over every page) that reads the done rows too,
 -- so a job whose cost must not grow with history would grow with it
 -- (test_capacity_explain, test_capacity_plans: one project, 100k open and 100k done tasks).
-SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off
+-- set_config(..., true) is SET LOCAL, as one statement (every named query prepares).
+SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true);
 
 -- name: routing_bump_planning_done
 -- No parameters; after routing_deadline_bump: the planner's defaults again for the rest of
 -- the job's transaction.
-SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL enable_bitmapscan TO DEFAULT
+SELECT set_config(name, reset_val, true) FROM pg_settings
+WHERE name IN ('enable_seqscan', 'enable_bitmapscan');
