@@ -415,9 +415,8 @@ async def metrics_text(port: int) -> str:
     return text
 
 
-async def scrape_histograms(port: int) -> dict[tuple[str, str | None], dict[float, float]]:
-    """SERVER_WAITS' cumulative bucket counts from the server's /metrics."""
-    text = await metrics_text(port)
+def histograms(text: str) -> dict[tuple[str, str | None], dict[float, float]]:
+    """SERVER_WAITS' cumulative bucket counts from a /metrics page."""
     out: dict[tuple[str, str | None], dict[float, float]] = {}
     for name, label in SERVER_WAITS:
         sel = f'le="([^"]+)",priority="{label}"' if label else 'le="([^"]+)"'
@@ -426,9 +425,8 @@ async def scrape_histograms(port: int) -> dict[tuple[str, str | None], dict[floa
     return out
 
 
-async def scrape_jobs(port: int) -> dict[str, tuple[float, float]]:
-    """Background jobs' passes so far from /metrics (both workers): job -> (passes, seconds)."""
-    text = await metrics_text(port)
+def job_passes(text: str) -> dict[str, tuple[float, float]]:
+    """Background jobs' passes so far from a /metrics page: job -> (passes, seconds)."""
     found: dict[str, list[float]] = {}
     for part, job, value in re.findall(
         r'^taskroute_job_pass_seconds_(count|sum)\{job="([^"]+)"\} (\S+)$', text, re.M
@@ -562,8 +560,6 @@ async def measure(args: argparse.Namespace) -> None:
         pss = await pss_start(dsn)
         groups = (server_procs, pg_procs, gen_procs, bouncer_procs)
         c0 = [cpu_seconds(x) for x in groups]
-        h0 = await scrape_histograms(port)
-        j0 = await scrape_jobs(port)
         m0_text = await metrics_text(port)
         m0 = loop.time()
         samples: list[dict[str, Any]] = []
@@ -573,8 +569,6 @@ async def measure(args: argparse.Namespace) -> None:
             await asyncio.sleep(args.seconds)
         c1 = [cpu_seconds(x) for x in groups]
         elapsed = loop.time() - m0
-        h1 = await scrape_histograms(port)
-        j1 = await scrape_jobs(port)
         m1_text = await metrics_text(port)
         per_kind_pg = await pss_per_kind(dsn) if pss else None
         pg_procs_late = [p for p in await backends(ADMIN_DSN, dbname) if p.pid not in c0[1]]
@@ -673,6 +667,8 @@ async def measure(args: argparse.Namespace) -> None:
         f" Postgres {per_req:.2f} ms"
     )
     print(f"  WS connect p50 {pct(ws, 0.5):.1f} ms over {len(ws)} connects during the ramp")
+    h0, h1 = histograms(m0_text), histograms(m1_text)
+    j0, j1 = job_passes(m0_text), job_passes(m1_text)
     print("  server side over the window (/metrics, both workers; bucket-interpolated):")
     for name, label in SERVER_WAITS:
         key = (name, label)
@@ -729,7 +725,7 @@ async def sample_timeline(
             d = dict(row)
             d["t"], d["waits"], d["slow"] = t, json.loads(d["waits"]), json.loads(d["slow"])
             if len(out) % 4 == 0:
-                d["jobs"] = await scrape_jobs(port)
+                d["jobs"] = job_passes(await metrics_text(port))
             out.append(d)
             await asyncio.sleep(0.25)
     finally:

@@ -19,8 +19,9 @@ pg_stat_user_tables, runs --cycles cycles and prints per cycle:
 - nested statements executed per cycle (the three calls' bodies and triggers, plus what the
   jobs still running nest), and the most expensive of them;
 - tuples inserted / updated / HOT-updated per cycle, per table;
-- CPU per cycle (user + system, /proc) of the server processes and of the bench database's
-  Postgres backends: seconds, so they depend on the machine (compare runs of the same minutes).
+- CPU per cycle (user + system, read as bench/load.py reads it) of the server processes and
+  of the bench database's Postgres backends: seconds, so they depend on the machine (compare
+  runs of the same minutes).
 Buffers, WAL records and tuples do not depend on the machine's load; times do. WAL bytes
 include full-page images, so they jump when a checkpoint falls in the window.
 Needs pg_stat_statements in shared_preload_libraries (the helpers' cluster on 5433 has it).
@@ -51,8 +52,11 @@ from load import (  # noqa: E402
     HEARTBEAT_Q,
     SUBMIT_Q,
     Http,
+    backends,
+    cpu_seconds,
     seed,
     start_server,
+    tree,
 )
 
 from taskroute.db.migrate import migrate_url  # noqa: E402
@@ -112,43 +116,12 @@ async def run_cycles(port: int, tokens: list[str], cycles: int) -> None:
     await asyncio.gather(*(expert_loop(port, t, n) for t, n in zip(tokens, per, strict=True)))
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of one process so far (0 once it has gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int) -> list[int]:
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            kids = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for kid in kids:
-            found += _children(int(kid))
-    return found
-
-
-def cpu_now(server_pid: int, dbname: str) -> tuple[float, float]:
-    """CPU seconds so far of the server's processes and of the bench database's backends.
-
-    The backends are found by their process title (`postgres: ... <user> <dbname> ...`); the
-    pools keep their connections for the whole window, so none is lost between two readings.
-    """
-    server = sum(_cpu_seconds(pid) for pid in _children(server_pid))
-    backends = 0.0
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            title = cmdline.read_bytes()
-        except OSError:
-            continue
-        if title.startswith(b"postgres: ") and f" {dbname} ".encode() in title:
-            backends += _cpu_seconds(int(cmdline.parent.name))
-    return server, backends
+async def cpu_now(server_pid: int, dbname: str) -> tuple[float, float]:
+    """CPU seconds so far of the server's processes and of the bench database's backends (the
+    pools keep their connections for the whole window, so none is lost between readings)."""
+    server = sum(cpu_seconds(tree(server_pid)).values())
+    backend = sum(cpu_seconds(await backends(ADMIN_DSN, dbname)).values())
+    return server, backend
 
 
 async def tables(conn: asyncpg.Connection) -> dict[str, tuple[int, int, int]]:
@@ -194,9 +167,9 @@ async def measure(args: argparse.Namespace) -> None:
         await conn.execute("SELECT pg_stat_statements_reset(0, $1::oid, 0)", dbid)
         t0 = await tables(conn)
         w = time.monotonic()
-        cpu0 = cpu_now(proc.pid, dbname)
+        cpu0 = await cpu_now(proc.pid, dbname)
         await run_cycles(port, tokens, args.cycles)
-        cpu1 = cpu_now(proc.pid, dbname)
+        cpu1 = await cpu_now(proc.pid, dbname)
         wall = time.monotonic() - w
         cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
         await asyncio.sleep(1.5)
@@ -243,7 +216,7 @@ def report(
     print(
         f"CPU per cycle: server processes {cpu[0] * 1000 / n:.2f} ms,"
         f" the bench database's Postgres backends {cpu[1] * 1000 / n:.2f} ms"
-        " (user + system, /proc; the load generator not included)"
+        " (user + system; the load generator not included)"
     )
     print()
     print("per cycle, the three calls (top-level statements, nested work included):")

@@ -186,6 +186,10 @@ class Admission:
         a claim that would be refused costs no GraphQL execution (graphql_http.py)."""
         if not self.would_refuse(priority):
             return None
+        return self._refused(priority)
+
+    def _refused(self, priority: Priority) -> Overloaded:
+        """Counts a refusal (metrics, the rates Retry-After is made of) and returns it."""
         metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
         self.refused.add()
         if priority is Priority.CLAIM:
@@ -226,11 +230,8 @@ class Admission:
             if not budget:
                 raise
             # Served too late to be useful: refused like at the door, and counted so.
-            metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
             metrics.ADMISSION_CLAIMS_EXPIRED.inc()
-            self.refused.add()
-            self.claims_refused.add(self._clock())
-            raise Overloaded(priority, self.retry_after(priority=priority)) from None
+            raise self._refused(priority) from None
         except BaseException:
             self._give_up(fut, queue)
             raise

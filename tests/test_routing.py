@@ -27,6 +27,7 @@ from .helpers import (
     Api,
     GraphQLError,
     InProcessServer,
+    serving,
     settings_for,
     tasks_of,
     wait_for,
@@ -50,13 +51,8 @@ async def routing_server(database_url: str, tmp_path: Path, shares: str) -> Asyn
         routing_forecast_window=1.0,
         routing_class_shares=shares,
     )
-    srv = InProcessServer(settings)
-    await srv.start()
-    try:
-        async with Api(srv.url) as client:
-            yield client
-    finally:
-        await srv.stop()
+    async with serving(settings) as client:
+        yield client
 
 
 @pytest_asyncio.fixture

@@ -19,7 +19,7 @@ from taskroute.db.pool import Database
 from taskroute.resolvers.routing import RoutingPolicy, routing_once
 
 from .clock import DbClock
-from .helpers import ADMIN_TOKEN, Api, InProcessServer, settings_for, tasks_of, wait_for
+from .helpers import ADMIN_TOKEN, Api, serving, settings_for, tasks_of, wait_for
 from .test_routing import claim, jobless_world, project_state
 
 FAIR_THRESHOLD = 50_000_000  # routing_fair_threshold(): boosted rows sit at or above it
@@ -28,13 +28,8 @@ FAIR_THRESHOLD = 50_000_000  # routing_fair_threshold(): boosted rows sit at or 
 @contextlib.asynccontextmanager
 async def server(database_url: str, tmp_path: Path, **overrides: Any) -> AsyncIterator[Api]:
     settings = settings_for(database_url, tmp_path, routing_interval=0.2, **overrides)
-    srv = InProcessServer(settings)
-    await srv.start()
-    try:
-        async with Api(srv.url) as client:
-            yield client
-    finally:
-        await srv.stop()
+    async with serving(settings) as client:
+        yield client
 
 
 def bump_server(database_url: str, tmp_path: Path) -> contextlib.AbstractAsyncContextManager[Api]:

@@ -10,11 +10,13 @@ and nothing is lost: every admitted request completes, the refused ones changed 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest_asyncio
@@ -32,16 +34,27 @@ from .helpers import (
 )
 
 
-@pytest_asyncio.fixture
-async def tight_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+@contextlib.asynccontextmanager
+async def two_slot_server(
+    database_url: str, tmp_path: Path, **overrides: Any
+) -> AsyncIterator[Api]:
+    """A server with two pooled connections whose only refusals can be the admission's (a
+    minute's pool timeout) and whose jobs stay out of the way."""
     settings = settings_for(
-        database_url, tmp_path, pool_min=2, pool_max=2,
-        pool_timeout=60.0,  # nobody times out here: a refusal can only be the admission's
-        admission_queue=10, admission_claim_queue=1, sweep_interval=60.0,
-        routing_interval=60.0, forecast_interval=60.0,
-        admission_claim_wait=math.inf,  # the line's length alone (the budget: tests below)
+        database_url, tmp_path, pool_min=2, pool_max=2, pool_timeout=60.0,
+        admission_queue=10, sweep_interval=60.0, routing_interval=60.0,
+        forecast_interval=60.0, **overrides,
     )  # fmt: skip
     async with serving(settings) as api:
+        yield api
+
+
+@pytest_asyncio.fixture
+async def tight_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    # the line's length alone (the budget: tests below)
+    async with two_slot_server(
+        database_url, tmp_path, admission_claim_queue=1, admission_claim_wait=math.inf
+    ) as api:
         yield api
 
 
@@ -197,13 +210,9 @@ def test_retry_after_grows_with_the_overload_and_is_jittered() -> None:
 
 @pytest_asyncio.fixture
 async def budget_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    settings = settings_for(
-        database_url, tmp_path, pool_min=2, pool_max=2,
-        pool_timeout=60.0,  # nobody times out here: a refusal can only be the admission's
-        admission_queue=10, admission_claim_queue=10, admission_claim_wait=0.3,
-        sweep_interval=60.0, routing_interval=60.0, forecast_interval=60.0,
-    )  # fmt: skip
-    async with serving(settings) as api:
+    async with two_slot_server(
+        database_url, tmp_path, admission_claim_queue=10, admission_claim_wait=0.3
+    ) as api:
         yield api
 
 
