@@ -31,7 +31,7 @@ whatever the history: `forecast_counts` (task counts per project and skill) and
   with the skill's whole backlog and a small one early;
 - eta = now + remaining / throughput + the tail (when the queue runs dry, n busy experts
   finish their last tasks at the longest of their residual times, not the mean; a task in
-  progress is length-biased and each expert has their own pace and spread: see `_tail`)
+  progress is length-biased and each expert has their own pace and spread: see `_tails`)
   (None when work remains and nobody present holds the skill, or nothing at all was measured
   yet: `reason` says which);
 - range: the relative spread of the ETA combines the uncertainty of the measured means (the
@@ -342,7 +342,8 @@ class Capacity:
     var: float  # variance of the throughput estimate
     weighted_cv: float  # sum of rate x cv
     equiv: float  # sum of shares
-    tail: float = 0.0  # seconds the last tasks add at `throughput` (`_tail`)
+    tail: float = 0.0  # seconds the end adds at `throughput` while tasks are open (`_tails`)
+    dry_tail: float = 0.0  # ... and once every task is claimed
 
 
 def _present(rows: list[asyncpg.Record], kept: dict[UUID, Kept], now: datetime) -> list[Present]:
@@ -481,8 +482,8 @@ def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> 
         weighted_cv /= unbias
     equiv = sum(share for _, share in experts)
     # the tail is the group's: a project's part scales rate and shares alike (`_part`)
-    tail = _tail(tuple(paces), equiv / throughput) if throughput > 0 else 0.0
-    return Capacity(experts, throughput, var, weighted_cv, equiv, tail)
+    tail, dry_tail = _tails(tuple(paces), throughput, equiv)
+    return Capacity(experts, throughput, var, weighted_cv, equiv, tail, dry_tail)
 
 
 class Sharing:
@@ -522,6 +523,7 @@ def _part(group: Capacity, sharing: Sharing, project: UUID) -> Capacity:
         group.weighted_cv * part,
         group.equiv * part,
         group.tail,
+        group.dry_tail,
     )
 
 
@@ -563,70 +565,101 @@ TAIL_CACHE = 256
 
 
 @functools.lru_cache(maxsize=TAIL_CACHE)
-def _longest_residual(paces: tuple[tuple[float, float], ...]) -> float:
-    """Expected longest residual of n tasks in progress, one per (mean cycle, cv):
-    E[max] = integral over r of 1 - prod P(residual_i <= r)."""
+def _ends(paces: tuple[tuple[float, float], ...]) -> tuple[float, float]:
+    """The two ways the work of n experts ends, one per (mean cycle, cv), in seconds from now:
+    - every task claimed: the longest residual of the n tasks in progress, E[max];
+    - tasks still to claim: the first claim (the shortest residual, E[min]) plus, after the
+      last claim, the longer of the claimer's whole fresh cycle and the others' residuals
+      (the claimer is expert i with probability pace_i / sum of paces).
+    Each E[] is the integral over r of its integrand, in one pass over the same nodes.
+
+    Seen at a random moment a task in progress is length-biased (long ones are more likely
+    to be in progress): its residual has density P(cycle > r) / mean, mean cycle (1 + cv^2)
+    / 2; a fresh cycle is lognormal with mean c and log-sd s."""
     sds = [(c, math.sqrt(math.log1p(cv * cv)) if cv > EXACT_CV else 0.0) for c, cv in paces]
     top = max(c * math.exp(s * (TAIL_SIGMAS - s / 2)) for c, s in sds)
-    # breakpoints: the cycles without spread (their residual's cdf has a kink there)
-    marks = sorted({0.0, top, *(c for c, s in sds if s == 0.0)})
+    rates = [1.0 / c for c, _ in sds]
+    total_rate = sum(rates)
+    # breakpoints: the cycles without spread (their cdfs have a kink or a step there), and
+    # multiples of the time between claims, over which the shortest residual's integrand
+    # falls (~exp(-r x rate)): 8 even pieces of [0, top] gave E[min] of 200 experts 0.3 s off
+    scale = 1.0 / total_rate
+    near = (scale * 2.0**k for k in range(-1, 5))
+    marks = sorted({0.0, top, *(c for c, s in sds if s == 0.0), *(m for m in near if m < top)})
     pieces: list[tuple[float, float]] = []
     for a, b in itertools.pairwise(marks):
         k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
         pieces += [(a + (b - a) * i / k, a + (b - a) * (i + 1) / k) for i in range(k)]
-    terms = [(c, s, s * s / 2) for c, s in sds]
+    terms = [(c, s, s * s / 2, rate / total_rate) for (c, s), rate in zip(sds, rates, strict=True)]
     log, erfc = math.log, math.erfc
-    total = 0.0
-    for a, b in reversed(pieces):  # from the top: below some r every residual may be longer
-        most = 0.0
+    longest = shortest = after_last = 0.0
+    for a, b in pieces:
         for x, w in _GL4:
             r = a + (b - a) * x
-            p = 1.0
-            # P(residual_i <= r) for a task in progress of an expert whose cycles are
-            # lognormal with mean c and log-sd s. Seen at a random moment, a task is
-            # length-biased (long ones are more likely to be in progress), so the residual
-            # has density P(cycle > r) / mean (mean cycle (1 + cv^2) / 2, not half a cycle);
-            # integrated in closed form. Inline: a call per expert was a quarter of the
-            # tail's time (tests/test_forecast.py checks it against the plain function).
-            for c, s, half in terms:
+            if r <= 0.0:  # (no Gauss node sits at 0; kept for the cdfs' domain)
+                continue
+            # per expert: P(residual <= r) and P(fresh cycle <= r), as cdfs in closed form
+            res: list[float] = []
+            fresh: list[float] = []
+            for c, s, half, _ in terms:
                 if s <= 0.0:
-                    p *= min(1.0, r / c)
-                elif r <= 0.0:
-                    p *= 0.0
-                else:
-                    z = (log(r / c) + half) / s
-                    p *= 0.5 * erfc((s - z) / SQRT2) + r / c * (0.5 * erfc(z / SQRT2))
-                if p < 1e-12:  # some residual is surely longer: the rest cannot matter
-                    break
-            most = max(most, p)
-            total += w * (b - a) * (1.0 - p)
-        if most < 1e-9:  # all the max's mass is above this piece: the rest counts in full
-            return total + a
-    return total
+                    res.append(min(1.0, r / c))
+                    fresh.append(1.0 if r >= c else 0.0)
+                    continue
+                z = (log(r / c) + half) / s
+                longer = 0.5 * erfc(z / SQRT2)  # P(cycle > r)
+                res.append(0.5 * erfc((s - z) / SQRT2) + r / c * longer)
+                fresh.append(1.0 - longer)
+            every = none = 1.0
+            for q in res:
+                every *= q
+                none *= 1.0 - q
+            # sum over claimers i of p_i P(fresh_i <= r) prod over j != i of P(res_j <= r),
+            # with the products of the others from both sides (no division by a zero cdf)
+            below = [1.0]
+            for q in res[:-1]:
+                below.append(below[-1] * q)
+            above, mix = 1.0, 0.0
+            for i in range(len(res) - 1, -1, -1):
+                mix += terms[i][3] * fresh[i] * below[i] * above
+                above *= res[i]
+            span = w * (b - a)
+            longest += span * (1.0 - every)
+            shortest += span * none
+            after_last += span * (1.0 - mix)
+    return longest, shortest + after_last
 
 
 def clear_caches() -> None:
     """Forget everything looked up by value: paces, tails, kept cycles (benches time a forecast
     without them)."""
     _pace.cache_clear()
-    _longest_residual.cache_clear()
+    _ends.cache_clear()
     _kept.cache_clear()
     _split.cache_clear()
 
 
-def _tail(paces: tuple[tuple[float, float], ...], cycle: float) -> float:
-    """Seconds the last tasks add to remaining / rate, at the measured rate. When the queue
-    runs dry every one of the n experts holds a task in progress, and the work ends with the
-    longest of their residuals; remaining / rate counts each as half a cycle (`cycle`: of one
-    full-time expert here). Taking the residuals as uniform over one mean cycle (n/(n+1) of a
-    cycle) left ETAs ~1% early (bench/RESULTS.md, 2026-12-02): a task in progress is
-    length-biased (mean residual c (1 + cv^2) / 2) and a slower expert's residual is longer,
-    so the longest comes from each expert's own mean and measured spread. Every expert with
-    a share is taken to hold one (as the old count did): the project that ends last has the
-    whole group at its end."""
-    if not paces or cycle <= 0:
-        return 0.0
-    return _longest_residual(paces) - 0.5 * cycle
+def _tails(
+    paces: tuple[tuple[float, float], ...], throughput: float, equiv: float
+) -> tuple[float, float]:
+    """Seconds the end of the work adds to remaining / throughput (which counts the open
+    tasks at one claim per 1 / throughput, and each of the `equiv` experts' tasks in progress
+    as half done): while tasks are still to claim, and once every one is claimed.
+
+    Still to claim (O open): the O-th claim comes after the first (the shortest residual) and
+    O - 1 more at the group's rate; the work ends with the longer of the claimer's fresh cycle
+    and the others' residuals. The former model, the longest of n residuals after O / rate,
+    took the last claimer to be mid-task like the others: with five experts its ETAs came out
+    ~6 s early at a random moment (a Monte Carlo of bench/forecast_bench.py's world with the
+    true paces, bench/RESULTS.md, 2026-12-03), this one within 2 s for 2-12 experts, and the
+    same for one expert (exact there: O c + c (1 + cv^2) / 2).
+    All claimed: the longest residual. Every expert with a share is taken to hold one (the
+    project that ends last has the whole group at its end)."""
+    if not paces or throughput <= 0:
+        return 0.0, 0.0
+    longest, first_and_last = _ends(paces)
+    between = 1.0 / throughput
+    return first_and_last - (1.0 + 0.5 * equiv) * between, longest - 0.5 * equiv * between
 
 
 def _skill(
@@ -646,7 +679,7 @@ def _skill(
         if rate <= 0:
             return None
         # the tail at another rate: every cycle scaled by throughput / rate, and so is the tail
-        tail = capacity.tail * throughput / rate
+        tail = (capacity.tail if row["open"] > 0 else capacity.dry_tail) * throughput / rate
         return now + timedelta(seconds=left / rate + tail)
 
     spread = MAX_SPREAD
