@@ -12,6 +12,7 @@ import uuid
 from collections import defaultdict
 from datetime import datetime, timedelta
 from statistics import NormalDist
+from typing import Any
 
 import asyncpg
 import hypothesis
@@ -28,6 +29,7 @@ from taskroute.resolvers.forecast import (
     Present,
     Sharing,
     _allocate,
+    _dry_end,
     _ends,
     forecasts,
 )
@@ -87,7 +89,9 @@ def _brute_ends(paces: list[tuple[float, float]], step: float) -> tuple[float, f
     return longest, shortest + after
 
 
-async def _two_steady_experts(api: Api, db: asyncpg.Connection, customer: str) -> list[str]:
+async def _two_steady_experts(
+    api: Api, db: asyncpg.Connection, customer: str
+) -> list[dict[str, Any]]:
     """Two experts, each submitted 6 'grading' tasks in the last hour: 6 tasks/hour each."""
     hist = await history_project(api, customer, "grading", 12)
     experts = []
@@ -95,7 +99,7 @@ async def _two_steady_experts(api: Api, db: asyncpg.Connection, customer: str) -
         e = await api.create_expert(["grading"], name=name)
         await add_history(db, hist, e["id"], "grading", [5, 15, 25, 35, 45, 55])
         await seen(db, e["id"], 1)
-        experts.append(e["id"])
+        experts.append(e)
     return experts
 
 
@@ -205,6 +209,26 @@ async def test_a_rate_from_few_spread_cycles_is_not_taken_for_faster(
     assert s["tasksPerExpertHour"] == pytest.approx(6.0 / slower)
 
 
+@pytest.mark.parametrize(("tasks", "claimers", "end_of_cycle"), [(2, 2, 2 / 3), (1, 1, 1 / 2)])
+async def test_once_every_task_is_claimed_the_end_is_the_last_in_progress(
+    api: Api, db: asyncpg.Connection, tasks: int, claimers: int, end_of_cycle: float
+) -> None:
+    """Nothing left to claim: the ETA is the longest residual of the tasks in progress (with
+    exact 10-minute cycles, uniform over one): 2/3 of a cycle for two, 1/2 for one, whoever
+    else is present. Counting every present expert as holding a task, one in progress beside
+    an idle expert came out at 250 s, not 300."""
+    customer = (await api.create_customer())["token"]
+    experts = await _two_steady_experts(api, db, customer)
+    pid = (await api.create_project(customer, tasks_of("grading", tasks)))["project"]["id"]
+    for e in experts[:claimers]:
+        assert await api.claim(e["token"]) is not None
+    f = await forecast(api, customer, pid)
+    (s,) = f["bySkill"]
+    assert s["inFlight"] == tasks and s["remaining"] == tasks and s["activeExperts"] == 2
+    eta_s = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds()
+    assert eta_s == pytest.approx(600 * end_of_cycle, abs=0.5)
+
+
 async def test_tight_deadline_asks_for_more_experts(api: Api, db: asyncpg.Connection) -> None:
     customer = (await api.create_customer())["token"]
     await _two_steady_experts(api, db, customer)
@@ -224,7 +248,7 @@ async def test_no_active_experts(api: Api, db: asyncpg.Connection) -> None:
     customer = (await api.create_customer())["token"]
     experts = await _two_steady_experts(api, db, customer)
     for e in experts:  # worked earlier in the window, gone for 45 minutes
-        await seen(db, e, 45)
+        await seen(db, e["id"], 45)
     now = await db_now(db)
     with_deadline = (
         await api.create_project(
@@ -564,3 +588,42 @@ async def test_kept_cycles_are_the_interval_arithmetic_to_the_bit(db: asyncpg.Co
         assert list(new.skills) == old["p_skills"], case
         assert list(new.cycles) == old["p_cycles"], case
         assert new.newest == old["p_newest"], case
+
+
+@pytest.mark.parametrize(
+    ("paces", "held"),
+    [
+        ([(600.0, 0.0), (600.0, 0.0), (600.0, 0.0)], 1),
+        ([(45.0, 0.3), (80.0, 0.05), (60.0, 0.8)], 2),
+        ([(600.0, 0.5), (300.0, 0.2)], 1),
+        ([(45.0, 0.3), (80.0, 0.05)], 3),
+    ],
+)
+def test_the_dry_end_integrates_to_the_brute_force_sum(
+    paces: list[tuple[float, float]], held: int
+) -> None:
+    """`_dry_end`: fewer tasks in progress than experts, each held by expert i with odds
+    pace_i / sum of paces, the end is E[the longest of them]; as many or more, the longest
+    residual of every expert's task (`_ends`)."""
+    if held >= len(paces):
+        assert _dry_end(tuple(paces), held) == _ends(tuple(paces))[0]
+        return
+    step = min(c for c, _ in paces) / 400
+    rates = [1 / c for c, _ in paces]
+    unit = NormalDist()
+
+    def residual(r: float, c: float, cv: float) -> float:
+        if cv == 0:
+            return min(r, c) / c
+        sd = math.sqrt(math.log1p(cv * cv))
+        z = (math.log(r / c) + sd * sd / 2) / sd
+        return unit.cdf(z - sd) + r / c * (1 - unit.cdf(z))
+
+    want = 0.0
+    for i in range(int(20 * max(c for c, _ in paces) / step)):
+        r = (i + 0.5) * step
+        mixed = sum(
+            q / sum(rates) * residual(r, c, cv) for q, (c, cv) in zip(rates, paces, strict=True)
+        )
+        want += (1 - mixed**held) * step
+    assert _dry_end(tuple(paces), held) == pytest.approx(want, rel=1e-3)

@@ -29,10 +29,11 @@ whatever the history: `forecast_counts` (task counts per project and skill) and
   work-conserving, as the claim's scarce-first order does); the projects of one skill share
   its rate, each finished project's part going to the others (`_part`), so the largest ends
   with the skill's whole backlog and a small one early;
-- eta = now + remaining / throughput + the tail (while tasks are open: the first claim after
+- eta = now + remaining / throughput + the tail while tasks are open (the first claim after
   the shortest residual of the tasks in progress, then the last claimer's fresh cycle or the
-  others' residuals, whichever is longer; once all are claimed, the longest residual; a task
-  in progress is length-biased and each expert has their own pace and spread: see `_tails`)
+  others' residuals, whichever is longer: `_tail`); once all are claimed, now + the longest
+  residual of the tasks in progress (`_dry_end`); a task in progress is length-biased and
+  each expert has their own pace and spread
   (None when work remains and nobody present holds the skill, or nothing at all was measured
   yet: `reason` says which);
 - range: the relative spread of the ETA combines the uncertainty of the measured means (the
@@ -343,8 +344,8 @@ class Capacity:
     var: float  # variance of the throughput estimate
     weighted_cv: float  # sum of rate x cv
     equiv: float  # sum of shares
-    tail: float = 0.0  # seconds the end adds at `throughput` while tasks are open (`_tails`)
-    dry_tail: float = 0.0  # ... and once every task is claimed
+    tail: float = 0.0  # seconds the end adds at `throughput` while tasks are open (`_tail`)
+    paces: tuple[tuple[float, float], ...] = ()  # (mean cycle, cv) of those with a pace
 
 
 def _present(rows: list[asyncpg.Record], kept: dict[UUID, Kept], now: datetime) -> list[Present]:
@@ -483,8 +484,8 @@ def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> 
         weighted_cv /= unbias
     equiv = sum(share for _, share in experts)
     # the tail is the group's: a project's part scales rate and shares alike (`_part`)
-    tail, dry_tail = _tails(tuple(paces), throughput, equiv)
-    return Capacity(experts, throughput, var, weighted_cv, equiv, tail, dry_tail)
+    tail = _tail(tuple(paces), throughput, equiv)
+    return Capacity(experts, throughput, var, weighted_cv, equiv, tail, tuple(paces))
 
 
 class Sharing:
@@ -524,7 +525,7 @@ def _part(group: Capacity, sharing: Sharing, project: UUID) -> Capacity:
         group.weighted_cv * part,
         group.equiv * part,
         group.tail,
-        group.dry_tail,
+        group.paces,
     )
 
 
@@ -564,6 +565,47 @@ SQRT2 = math.sqrt(2)
 TAIL_CACHE = 256
 
 
+def _sds(paces: tuple[tuple[float, float], ...]) -> list[tuple[float, float]]:
+    """(mean cycle, log-sd) per expert: the lognormal of mean c and that cv."""
+    return [(c, math.sqrt(math.log1p(cv * cv)) if cv > EXACT_CV else 0.0) for c, cv in paces]
+
+
+def _grid(sds: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (r, weight) nodes the ends are integrated over: Gauss nodes on pieces of [0, the
+    residuals' near-maximum].
+
+    Breakpoints: the cycles without spread (their cdfs have a kink or a step there), and
+    multiples of the time between claims, over which the shortest residual's integrand falls
+    (~exp(-r x rate)): 8 even pieces of [0, top] gave E[min] of 200 experts 0.3 s off."""
+    top = max(c * math.exp(s * (TAIL_SIGMAS - s / 2)) for c, s in sds)
+    scale = 1.0 / sum(1.0 / c for c, _ in sds)
+    near = (scale * 2.0**k for k in range(-1, 5))
+    marks = sorted({0.0, top, *(c for c, s in sds if s == 0.0), *(m for m in near if m < top)})
+    nodes: list[tuple[float, float]] = []
+    for a, b in itertools.pairwise(marks):
+        k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
+        for lo, hi in ((a + (b - a) * i / k, a + (b - a) * (i + 1) / k) for i in range(k)):
+            # r > 0: no Gauss node sits on a piece's end
+            nodes += [(lo + (hi - lo) * x, w * (hi - lo)) for x, w in _GL4]
+    return nodes
+
+
+def _cdfs(r: float, sds: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """Per expert, in closed form: P(residual of a task in progress <= r), P(fresh cycle <= r)."""
+    res: list[float] = []
+    fresh: list[float] = []
+    for c, s in sds:
+        if s <= 0.0:
+            res.append(min(1.0, r / c))
+            fresh.append(1.0 if r >= c else 0.0)
+            continue
+        z = (math.log(r / c) + s * s / 2) / s
+        longer = 0.5 * math.erfc(z / SQRT2)  # P(cycle > r)
+        res.append(0.5 * math.erfc((s - z) / SQRT2) + r / c * longer)
+        fresh.append(1.0 - longer)
+    return res, fresh
+
+
 @functools.lru_cache(maxsize=TAIL_CACHE)
 def _ends(paces: tuple[tuple[float, float], ...]) -> tuple[float, float]:
     """The two ways the work of n experts ends, one per (mean cycle, cv), in seconds from now:
@@ -576,57 +618,54 @@ def _ends(paces: tuple[tuple[float, float], ...]) -> tuple[float, float]:
     Seen at a random moment a task in progress is length-biased (long ones are more likely
     to be in progress): its residual has density P(cycle > r) / mean, mean cycle (1 + cv^2)
     / 2; a fresh cycle is lognormal with mean c and log-sd s."""
-    sds = [(c, math.sqrt(math.log1p(cv * cv)) if cv > EXACT_CV else 0.0) for c, cv in paces]
-    top = max(c * math.exp(s * (TAIL_SIGMAS - s / 2)) for c, s in sds)
+    sds = _sds(paces)
     rates = [1.0 / c for c, _ in sds]
     total_rate = sum(rates)
-    # breakpoints: the cycles without spread (their cdfs have a kink or a step there), and
-    # multiples of the time between claims, over which the shortest residual's integrand
-    # falls (~exp(-r x rate)): 8 even pieces of [0, top] gave E[min] of 200 experts 0.3 s off
-    scale = 1.0 / total_rate
-    near = (scale * 2.0**k for k in range(-1, 5))
-    marks = sorted({0.0, top, *(c for c, s in sds if s == 0.0), *(m for m in near if m < top)})
-    pieces: list[tuple[float, float]] = []
-    for a, b in itertools.pairwise(marks):
-        k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
-        pieces += [(a + (b - a) * i / k, a + (b - a) * (i + 1) / k) for i in range(k)]
-    terms = [(c, s, s * s / 2) for c, s in sds]
     claimer = [rate / total_rate for rate in rates]  # who claims the last open task
-    log, erfc = math.log, math.erfc
     longest = shortest = after_last = 0.0
-    for a, b in pieces:
-        for x, w in _GL4:
-            r = a + (b - a) * x  # > 0: no Gauss node sits on a piece's end
-            # per expert: P(residual <= r) and P(fresh cycle <= r), as cdfs in closed form
-            res: list[float] = []
-            fresh: list[float] = []
-            for c, s, half in terms:
-                if s <= 0.0:
-                    res.append(min(1.0, r / c))
-                    fresh.append(1.0 if r >= c else 0.0)
-                    continue
-                z = (log(r / c) + half) / s
-                longer = 0.5 * erfc(z / SQRT2)  # P(cycle > r)
-                res.append(0.5 * erfc((s - z) / SQRT2) + r / c * longer)
-                fresh.append(1.0 - longer)
-            every = none = 1.0
-            for q in res:
-                every *= q
-                none *= 1.0 - q
-            # sum over claimers i of p_i P(fresh_i <= r) prod over j != i of P(res_j <= r),
-            # with the products of the others from both sides (no division by a zero cdf)
-            below = [1.0]
-            for q in res[:-1]:
-                below.append(below[-1] * q)
-            above, mix = 1.0, 0.0
-            for i in range(len(res) - 1, -1, -1):
-                mix += claimer[i] * fresh[i] * below[i] * above
-                above *= res[i]
-            span = w * (b - a)
-            longest += span * (1.0 - every)
-            shortest += span * none
-            after_last += span * (1.0 - mix)
+    for r, span in _grid(sds):
+        res, fresh = _cdfs(r, sds)
+        every = none = 1.0
+        for q in res:
+            every *= q
+            none *= 1.0 - q
+        # sum over claimers i of p_i P(fresh_i <= r) prod over j != i of P(res_j <= r),
+        # with the products of the others from both sides (no division by a zero cdf)
+        below = [1.0]
+        for q in res[:-1]:
+            below.append(below[-1] * q)
+        above, mix = 1.0, 0.0
+        for i in range(len(res) - 1, -1, -1):
+            mix += claimer[i] * fresh[i] * below[i] * above
+            above *= res[i]
+        longest += span * (1.0 - every)
+        shortest += span * none
+        after_last += span * (1.0 - mix)
     return longest, shortest + after_last
+
+
+@functools.lru_cache(maxsize=TAIL_CACHE)
+def _dry_end(paces: tuple[tuple[float, float], ...], held: int) -> float:
+    """Seconds until the last of `held` tasks in progress is done, once none is left to claim.
+
+    As many tasks as experts (or more: an expert holds one at a time): each expert's
+    length-biased residual, the longest of them (`_ends`). Fewer: the forecast counts a
+    project's tasks in progress, not who holds them, so each is held by expert i with the
+    claim's odds (pace_i / sum of paces) and the end is the longest of `held` such residuals.
+    Taken as n experts each holding one, one task left in progress among five experts came out
+    at 5/6 of a cycle against its 1/2 (the 0.5 x in-flight count of remaining / rate was then
+    taken off for all five)."""
+    if held >= len(paces):
+        return _ends(paces)[0]
+    sds = _sds(paces)
+    rates = [1.0 / c for c, _ in sds]
+    odds = [rate / sum(rates) for rate in rates]
+    longest = 0.0
+    for r, span in _grid(sds):
+        res, _fresh = _cdfs(r, sds)
+        mixed = sum(p * q for p, q in zip(odds, res, strict=True))
+        longest += span * (1.0 - mixed**held)
+    return longest
 
 
 def clear_caches() -> None:
@@ -634,16 +673,15 @@ def clear_caches() -> None:
     without them)."""
     _pace.cache_clear()
     _ends.cache_clear()
+    _dry_end.cache_clear()
     _kept.cache_clear()
     _split.cache_clear()
 
 
-def _tails(
-    paces: tuple[tuple[float, float], ...], throughput: float, equiv: float
-) -> tuple[float, float]:
+def _tail(paces: tuple[tuple[float, float], ...], throughput: float, equiv: float) -> float:
     """Seconds the end of the work adds to remaining / throughput (which counts the open
     tasks at one claim per 1 / throughput, and each of the `equiv` experts' tasks in progress
-    as half done): while tasks are still to claim, and once every one is claimed.
+    as half done) while tasks are still to claim (once every one is claimed: `_dry_end`).
 
     Still to claim (O open): the O-th claim comes after the first (the shortest residual) and
     O - 1 more at the group's rate; the work ends with the longer of the claimer's fresh cycle
@@ -651,14 +689,12 @@ def _tails(
     took the last claimer to be mid-task like the others: with five experts its ETAs came out
     ~6 s early at a random moment (a Monte Carlo of bench/forecast_bench.py's world with the
     true paces, bench/RESULTS.md, 2026-12-03), this one within 2 s for 2-12 experts, and the
-    same for one expert (exact there: O c + c (1 + cv^2) / 2).
-    All claimed: the longest residual. Every expert with a share is taken to hold one (the
-    project that ends last has the whole group at its end)."""
+    same for one expert (exact there: O c + c (1 + cv^2) / 2). Every expert with a share is
+    taken to hold one (the project that ends last has the whole group at its end)."""
     if not paces or throughput <= 0:
-        return 0.0, 0.0
-    longest, first_and_last = _ends(paces)
-    between = 1.0 / throughput
-    return first_and_last - (1.0 + 0.5 * equiv) * between, longest - 0.5 * equiv * between
+        return 0.0
+    _longest, first_and_last = _ends(paces)
+    return first_and_last - (1.0 + 0.5 * equiv) / throughput
 
 
 def _skill(
@@ -677,9 +713,11 @@ def _skill(
             return now
         if rate <= 0:
             return None
-        # the tail at another rate: every cycle scaled by throughput / rate, and so is the tail
-        tail = (capacity.tail if row["open"] > 0 else capacity.dry_tail) * throughput / rate
-        return now + timedelta(seconds=left / rate + tail)
+        # at another rate every cycle is scaled by throughput / rate, and so is the end
+        if row["open"] == 0:  # every task claimed: the last of those in progress
+            end = _dry_end(capacity.paces, row["in_flight"])
+            return now + timedelta(seconds=end * throughput / rate)
+        return now + timedelta(seconds=left / rate + capacity.tail * throughput / rate)
 
     spread = MAX_SPREAD
     if throughput > 0:
