@@ -266,6 +266,9 @@ async def main(args: argparse.Namespace) -> None:
 
 BQ = load(Path(__file__).parent / "sql")
 CHECKPOINTS = (0.1, 0.3, 0.6)
+# Also asked at the first submit after the last task was claimed (nothing left to claim, the
+# last tasks in progress: `_dry_end`); keyed as a checkpoint, printed as "claimed", no target.
+ALL_CLAIMED = 1.0
 MEAN_CYCLE = 60.0  # seconds per task of a typical expert: human speed
 TASK_CV = 0.3  # spread of one expert's task durations (lognormal)
 
@@ -295,6 +298,9 @@ class Run:
     errors: dict[float, float] = field(default_factory=dict)  # checkpoint -> our error
     naive: dict[float, float] = field(default_factory=dict)
     unknown: dict[float, str] = field(default_factory=dict)  # checkpoint -> reason
+    # signed relative errors (+ = the ETA later than the finish), where both are finite
+    late: dict[float, float] = field(default_factory=dict)
+    naive_late: dict[float, float] = field(default_factory=dict)
     alerted: bool = False
     first_alert: float | None = None  # the checkpoint at which the first at-risk alert stood
     recovered: bool = False  # an alert said "back on track" later
@@ -341,6 +347,7 @@ async def run_scenario(
     held: dict[uuid.UUID, uuid.UUID] = {}
     now = 0.0
     next_check = 0
+    claimed = 0
     first_alert: float | None = None
     while events:
         now, _, kind, eid = heapq.heappop(events)
@@ -357,6 +364,7 @@ async def run_scenario(
                 continue
             await conn.execute(BQ["fa_stamp_claim"], row["assignment_id"], eid, clock)
             held[eid] = row["assignment_id"]
+            claimed += 1
             took = pace[eid] * rng.lognormvariate(-(TASK_CV**2) / 2, TASK_CV)
             heapq.heappush(events, (now + took, next(order), "submit", eid))
         else:
@@ -388,6 +396,11 @@ async def run_scenario(
                 eta = (f.eta - clock).total_seconds() if f.eta else None
                 naive = (total - done) * now / done
                 asks.append((CHECKPOINTS[next_check - 1], now, eta, "; ".join(f.reasons), naive))
+            if claimed == total and done < total and not any(a[0] == ALL_CLAIMED for a in asks):
+                (f,) = await forecasts(conn, settings, pid, clock)
+                eta = (f.eta - clock).total_seconds() if f.eta else None
+                naive = (total - done) * now / done
+                asks.append((ALL_CLAIMED, now, eta, "; ".join(f.reasons), naive))
             if sc.missing_skill and done >= CHECKPOINTS[-1] * total:
                 await evaluate(db, settings, wait=True, clock=clock)
     progress = await conn.fetchrow(BQ["fa_progress"], pid)
@@ -404,7 +417,11 @@ async def run_scenario(
             run.errors[at] = 0.0 if actual == math.inf else math.inf
         else:
             run.errors[at] = abs(eta - actual) / actual if actual < math.inf else math.inf
+            if actual < math.inf:
+                run.late[at] = (eta - actual) / actual
         run.naive[at] = abs(naive - actual) / actual if actual < math.inf else math.inf
+        if actual < math.inf:
+            run.naive_late[at] = (naive - actual) / actual
     return run
 
 
@@ -413,8 +430,10 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
-# Resamples of the seeds for the paired interval of a difference from naive.
+# Resamples of the seeds for the paired interval of a difference from naive, and the fewest
+# seeds it is computed from (a bootstrap of 3 seeds' p90, their largest error, says nothing).
 BOOTSTRAP = 2000
+MIN_PAIRED = 20
 
 
 def _paired(ours: list[float], naive: list[float], q: float) -> tuple[float, float]:
@@ -439,7 +458,9 @@ def _verdict(name: str, at: float, ours: list[float], naive: list[float]) -> str
     if p90 > 0.25:
         missed.append(f"p90 {_fmt(p90).strip()} > 25%")
     for label, q in (("median", 0.5), ("p90", 0.9)):
-        if _pct(ours, q) > _pct(naive, q):
+        if _pct(ours, q) > _pct(naive, q) and len(ours) < MIN_PAIRED:
+            missed.append(f"{label} worse than naive (too few seeds to tell noise from a gap)")
+        elif _pct(ours, q) > _pct(naive, q):
             lo, hi = _paired(ours, naive, q)
             # the strict verdict stands; the interval says whether the seeds resolve it
             noise = "within noise" if lo <= 0 else "beyond noise"
@@ -454,6 +475,11 @@ def _verdict(name: str, at: float, ours: list[float], naive: list[float]) -> str
 
 def _fmt(x: float) -> str:
     return "   inf" if x == math.inf else f"{100 * x:5.1f}%"
+
+
+def _bias(signed: list[float]) -> str:
+    """Mean signed relative error (+ = late), or - when no run had a finite one."""
+    return f"{100 * statistics.fmean(signed):+5.1f}%" if signed else "     -"
 
 
 async def accuracy(args: argparse.Namespace) -> None:
@@ -475,25 +501,30 @@ async def accuracy(args: argparse.Namespace) -> None:
             f"{settings.forecast_presence:.0f} s, history {settings.forecast_window:.0f} s"
         )
         print(
-            f"{'scenario':<24}{'at':>5}  {'taskroute med':>13}{'p90':>8}  "
-            f"{'naive med':>9}{'p90':>8}  unknown (reason)"
+            f"{'scenario':<24}{'at':>7}  {'taskroute med':>13}{'p90':>8}{'bias':>8}  "
+            f"{'naive med':>9}{'p90':>8}{'bias':>8}  unknown (reason)"
         )
         t0 = time.perf_counter()
         verdicts = []
         for sc in [s for s in SCENARIOS if not args.scenarios or s.name in args.scenarios]:
             runs = [await run_scenario(conn, db, sc, seed, settings) for seed in range(args.seeds)]
-            for at in CHECKPOINTS:
+            for at in (*CHECKPOINTS, ALL_CLAIMED):
                 ours = [r.errors[at] for r in runs if at in r.errors]
                 naive = [r.naive[at] for r in runs if at in r.naive]
-                if at >= 0.3:
+                if not ours:
+                    continue  # never all claimed (a skill nobody holds)
+                if 0.3 <= at < ALL_CLAIMED:
                     verdicts.append(_verdict(sc.name, at, ours, naive))
                 reasons = sorted({r.unknown[at] for r in runs if at in r.unknown})
                 unknown = f"{sum(at in r.unknown for r in runs)}/{len(runs)}"
                 why = f" ({reasons[0]})" if reasons else ""
+                label = "claimed" if at == ALL_CLAIMED else f"{int(at * 100)}%"
+                late = [r.late[at] for r in runs if at in r.late]
+                naive_late = [r.naive_late[at] for r in runs if at in r.naive_late]
                 print(
-                    f"{sc.name:<24}{int(at * 100):>4}%  {_fmt(_pct(ours, 0.5)):>13}"
-                    f"{_fmt(_pct(ours, 0.9)):>8}  {_fmt(_pct(naive, 0.5)):>9}"
-                    f"{_fmt(_pct(naive, 0.9)):>8}  {unknown}{why}"
+                    f"{sc.name:<24}{label:>7}  {_fmt(_pct(ours, 0.5)):>13}"
+                    f"{_fmt(_pct(ours, 0.9)):>8}{_bias(late):>8}  {_fmt(_pct(naive, 0.5)):>9}"
+                    f"{_fmt(_pct(naive, 0.9)):>8}{_bias(naive_late):>8}  {unknown}{why}"
                 )
             missed = sum(r.missed for r in runs)
             hit = sum(r.missed and r.alerted for r in runs)
