@@ -298,11 +298,9 @@ class Run:
     errors: dict[float, float] = field(default_factory=dict)  # checkpoint -> our error
     naive: dict[float, float] = field(default_factory=dict)
     unknown: dict[float, str] = field(default_factory=dict)  # checkpoint -> reason
-    # signed errors in seconds (+ = the ETA later than the finish) and the actual remaining
-    # time, where both are finite
-    late: dict[float, float] = field(default_factory=dict)
-    naive_late: dict[float, float] = field(default_factory=dict)
-    actual: dict[float, float] = field(default_factory=dict)
+    # checkpoint -> (ours - actual, naive - actual, actual) in seconds (+ = the ETA later than
+    # the finish), where both are finite
+    seconds: dict[float, tuple[float, float, float]] = field(default_factory=dict)
     alerted: bool = False
     first_alert: float | None = None  # the checkpoint at which the first at-risk alert stood
     recovered: bool = False  # an alert said "back on track" later
@@ -329,6 +327,13 @@ async def run_scenario(
     leaving: set[uuid.UUID] = set()
     events: list[tuple[float, int, str, uuid.UUID]] = []
     order = itertools.count()
+
+    async def ask(at: float, now: float, done: int) -> None:
+        """The forecast and the naive one at `now`, remembered for checkpoint `at`."""
+        clock = start + timedelta(seconds=now)
+        (f,) = await forecasts(conn, settings, pid, clock)
+        eta = (f.eta - clock).total_seconds() if f.eta else None
+        asks.append((at, now, eta, "; ".join(f.reasons), (total - done) * now / done))
 
     async def add_expert(at: float) -> None:
         eid = await conn.fetchval(
@@ -391,18 +396,12 @@ async def run_scenario(
                         pace[e] *= factor
             while next_check < len(CHECKPOINTS) and done >= CHECKPOINTS[next_check] * total:
                 next_check += 1
-                (f,) = await forecasts(conn, settings, pid, clock)
+                await ask(CHECKPOINTS[next_check - 1], now, done)
                 await evaluate(db, settings, wait=True, clock=clock)
                 if first_alert is None and await conn.fetchval(BQ["fa_alerts"], pid, "at_risk"):
                     first_alert = CHECKPOINTS[next_check - 1]
-                eta = (f.eta - clock).total_seconds() if f.eta else None
-                naive = (total - done) * now / done
-                asks.append((CHECKPOINTS[next_check - 1], now, eta, "; ".join(f.reasons), naive))
             if claimed == total and done < total and not any(a[0] == ALL_CLAIMED for a in asks):
-                (f,) = await forecasts(conn, settings, pid, clock)
-                eta = (f.eta - clock).total_seconds() if f.eta else None
-                naive = (total - done) * now / done
-                asks.append((ALL_CLAIMED, now, eta, "; ".join(f.reasons), naive))
+                await ask(ALL_CLAIMED, now, done)
             if sc.missing_skill and done >= CHECKPOINTS[-1] * total:
                 await evaluate(db, settings, wait=True, clock=clock)
     progress = await conn.fetchrow(BQ["fa_progress"], pid)
@@ -420,11 +419,8 @@ async def run_scenario(
         else:
             run.errors[at] = abs(eta - actual) / actual if actual < math.inf else math.inf
             if actual < math.inf:
-                run.late[at] = eta - actual
-                run.actual[at] = actual
+                run.seconds[at] = (eta - actual, naive - actual, actual)
         run.naive[at] = abs(naive - actual) / actual if actual < math.inf else math.inf
-        if actual < math.inf and eta is not None:
-            run.naive_late[at] = naive - actual
     return run
 
 
@@ -480,12 +476,14 @@ def _fmt(x: float) -> str:
     return "   inf" if x == math.inf else f"{100 * x:5.1f}%"
 
 
-def _bias(late: list[float], actual: list[float]) -> str:
-    """Mean signed error over the mean actual remaining time (+ = late), or - when no run had
-    a finite one. Not the mean of the relative errors: that is biased late for a forecast of
-    the expected finish (E[1 / actual] > 1 / E[actual]), by ~15% at the last few tasks, where
-    the actual time is one residual's luck."""
-    return f"{100 * sum(late) / sum(actual):+5.1f}%" if late else "     -"
+def _bias(seconds: list[tuple[float, float, float]], which: int) -> str:
+    """Mean signed error (`Run.seconds`: 0 ours, 1 naive) over the mean actual remaining time
+    (+ = late), or - when no run had a finite one. Not the mean of the relative errors: that
+    is biased late for a forecast of the expected finish (E[1 / actual] > 1 / E[actual]), by
+    ~15% at the last few tasks, where the actual time is one residual's luck."""
+    if not seconds:
+        return "     -"
+    return f"{100 * sum(r[which] for r in seconds) / sum(r[2] for r in seconds):+5.1f}%"
 
 
 async def accuracy(args: argparse.Namespace) -> None:
@@ -525,10 +523,8 @@ async def accuracy(args: argparse.Namespace) -> None:
                 unknown = f"{sum(at in r.unknown for r in runs)}/{len(runs)}"
                 why = f" ({reasons[0]})" if reasons else ""
                 label = "claimed" if at == ALL_CLAIMED else f"{int(at * 100)}%"
-                late = [r.late[at] for r in runs if at in r.late]
-                naive_late = [r.naive_late[at] for r in runs if at in r.late]
-                actual = [r.actual[at] for r in runs if at in r.late]
-                bias, naive_bias = _bias(late, actual), _bias(naive_late, actual)
+                seconds = [r.seconds[at] for r in runs if at in r.seconds]
+                bias, naive_bias = _bias(seconds, 0), _bias(seconds, 1)
                 print(
                     f"{sc.name:<24}{label:>7}  {_fmt(_pct(ours, 0.5)):>13}"
                     f"{_fmt(_pct(ours, 0.9)):>8}{bias:>8}  {_fmt(_pct(naive, 0.5)):>9}"

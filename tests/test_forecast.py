@@ -60,24 +60,25 @@ async def _spread_expert(api: Api, db: asyncpg.Connection, customer: str, name: 
     await seen(db, e["id"], 1)
 
 
+def _brute_cdfs(r: float, c: float, cv: float) -> tuple[float, float]:
+    """(P(fresh cycle <= r), P(residual <= r)) for cycles lognormal of mean c and cv; a task
+    seen in progress is length-biased: P(residual <= r) = E[min(cycle, r)] / c."""
+    if cv == 0:
+        return float(r >= c), min(r, c) / c
+    s = math.sqrt(math.log1p(cv * cv))
+    z = (math.log(r / c) + s * s / 2) / s
+    unit = NormalDist()
+    return unit.cdf(z), unit.cdf(z - s) + r / c * (1 - unit.cdf(z))
+
+
 def _brute_ends(paces: list[tuple[float, float]], step: float) -> tuple[float, float]:
     """`_ends` by brute force (midpoint sums of `step` s up to 20 cycles): E[longest residual],
     and E[shortest residual] + E[max(the claimer's fresh cycle, the others' residuals)], the
-    claimer drawn by pace. Cycles lognormal of mean c and cv; a task seen in progress is
-    length-biased: P(residual <= r) = E[min(cycle, r)] / c."""
-
-    def cdfs(r: float, c: float, cv: float) -> tuple[float, float]:  # (fresh, residual)
-        if cv == 0:
-            return float(r >= c), min(r, c) / c
-        s = math.sqrt(math.log1p(cv * cv))
-        z = (math.log(r / c) + s * s / 2) / s
-        unit = NormalDist()
-        return unit.cdf(z), unit.cdf(z - s) + r / c * (1 - unit.cdf(z))
-
+    claimer drawn by pace."""
     rates = [1 / c for c, _ in paces]
     longest = shortest = after = 0.0
     for i in range(int(20 * max(c for c, _ in paces) / step)):
-        both = [cdfs((i + 0.5) * step, c, cv) for c, cv in paces]
+        both = [_brute_cdfs((i + 0.5) * step, c, cv) for c, cv in paces]
         res = [q for _, q in both]
         longest += (1 - math.prod(res)) * step
         shortest += math.prod(1 - q for q in res) * step
@@ -610,20 +611,12 @@ def test_the_dry_end_integrates_to_the_brute_force_sum(
         return
     step = min(c for c, _ in paces) / 400
     rates = [1 / c for c, _ in paces]
-    unit = NormalDist()
-
-    def residual(r: float, c: float, cv: float) -> float:
-        if cv == 0:
-            return min(r, c) / c
-        sd = math.sqrt(math.log1p(cv * cv))
-        z = (math.log(r / c) + sd * sd / 2) / sd
-        return unit.cdf(z - sd) + r / c * (1 - unit.cdf(z))
-
     want = 0.0
     for i in range(int(20 * max(c for c, _ in paces) / step)):
         r = (i + 0.5) * step
         mixed = sum(
-            q / sum(rates) * residual(r, c, cv) for q, (c, cv) in zip(rates, paces, strict=True)
+            q / sum(rates) * _brute_cdfs(r, c, cv)[1]
+            for q, (c, cv) in zip(rates, paces, strict=True)
         )
         want += (1 - mixed**held) * step
     assert _dry_end(tuple(paces), held) == pytest.approx(want, rel=1e-3)
