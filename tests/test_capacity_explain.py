@@ -234,6 +234,7 @@ async def test_forecast_statements_probe_indexes_on_a_churned_table(
         "forecast_experts_all": (900.0, None, None),
         "forecast_skill_history": ([churned["skill"]], 3600.0, None),
         "forecast_demand": ([churned["skill"]],),
+        "forecast_in_flight": ([churned["project"]], [churned["skill"]], None),
         "task_counts_project": (churned["project"],),
     }
     found = {

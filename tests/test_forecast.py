@@ -31,9 +31,11 @@ from taskroute.resolvers.forecast import (
     _allocate,
     _dry_end,
     _ends,
+    _held_end,
     forecasts,
 )
 
+from .clock import DbClock
 from .forecast_helpers import add_history, db_now, forecast, history_project, seen
 from .helpers import ADMIN_TOKEN, Api, GraphQLError, tasks_of
 
@@ -210,24 +212,53 @@ async def test_a_rate_from_few_spread_cycles_is_not_taken_for_faster(
     assert s["tasksPerExpertHour"] == pytest.approx(6.0 / slower)
 
 
-@pytest.mark.parametrize(("tasks", "claimers", "end_of_cycle"), [(2, 2, 2 / 3), (1, 1, 1 / 2)])
+@pytest.mark.parametrize(
+    ("waits", "end_s"),
+    [
+        # two tasks: ada claims, 3 minutes later bob; 2 minutes on, 5 and 8 minutes are left
+        ([180, 120], 480),
+        # one task, ada's, 4 minutes into her 10-minute cycle; bob is idle
+        ([240], 360),
+    ],
+)
 async def test_once_every_task_is_claimed_the_end_is_the_last_in_progress(
-    api: Api, db: asyncpg.Connection, tasks: int, claimers: int, end_of_cycle: float
+    api: Api, db: asyncpg.Connection, clock: DbClock, waits: list[float], end_s: float
 ) -> None:
-    """Nothing left to claim: the ETA is the longest residual of the tasks in progress (with
-    exact 10-minute cycles, uniform over one): 2/3 of a cycle for two, 1/2 for one, whoever
-    else is present. Counting every present expert as holding a task, one in progress beside
-    an idle expert came out at 250 s, not 300."""
+    """Nothing left to claim: the ETA is the end of the longest task in progress, from who
+    holds it and since when (the leases). With exact 10-minute cycles that is the latest
+    claim + 10 minutes, whoever else is present. Taken as anyone's task seen at a random
+    moment (what the forecast did before it read the leases), two tasks came out at 2/3 of
+    a cycle whatever their ages, and one at 1/2."""
     customer = (await api.create_customer())["token"]
     experts = await _two_steady_experts(api, db, customer)
-    pid = (await api.create_project(customer, tasks_of("grading", tasks)))["project"]["id"]
-    for e in experts[:claimers]:
+    pid = (await api.create_project(customer, tasks_of("grading", len(waits))))["project"]["id"]
+    for e, wait in zip(experts, waits, strict=False):
         assert await api.claim(e["token"]) is not None
+        await clock.advance(wait)
     f = await forecast(api, customer, pid)
     (s,) = f["bySkill"]
-    assert s["inFlight"] == tasks and s["remaining"] == tasks and s["activeExperts"] == 2
+    assert s["inFlight"] == len(waits) and s["remaining"] == len(waits)
+    assert s["activeExperts"] == 2
     eta_s = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds()
-    assert eta_s == pytest.approx(600 * end_of_cycle, abs=0.5)
+    assert eta_s == pytest.approx(end_s, abs=0.5)
+
+
+async def test_a_task_whose_lease_ran_out_is_a_fresh_cycle(
+    api: Api, db: asyncpg.Connection, clock: DbClock
+) -> None:
+    """A task still counted in progress after its lease ran out (before the sweeper resets
+    it) is the claim's to retake: its end is a whole typical cycle from now, not its former
+    holder's residual (which the age says is over)."""
+    customer = (await api.create_customer())["token"]
+    experts = await _two_steady_experts(api, db, customer)
+    pid = (await api.create_project(customer, tasks_of("grading", 1)))["project"]["id"]
+    assert await api.claim(experts[0]["token"]) is not None
+    await db.execute("UPDATE tasks SET lease_until = taskroute_now() - interval '1 second'")
+    f = await forecast(api, customer, pid)
+    (s,) = f["bySkill"]
+    assert s["inFlight"] == 1
+    eta_s = (_t(f["eta"]) - _t(f["evaluatedAt"])).total_seconds()
+    assert eta_s == pytest.approx(600, abs=0.5)
 
 
 async def test_tight_deadline_asks_for_more_experts(api: Api, db: asyncpg.Connection) -> None:
@@ -620,3 +651,55 @@ def test_the_dry_end_integrates_to_the_brute_force_sum(
         )
         want += (1 - mixed**held) * step
     assert _dry_end(tuple(paces), held) == pytest.approx(want, rel=1e-3)
+
+
+def _brute_held(held: list[tuple[float, float, float]], step: float) -> float:
+    """`_held_end` by brute force: midpoint sums of E[max] of residuals cycle - age given
+    cycle > age (ages capped as `_held_end` caps them), up to 20 cycles past the ages."""
+    unit = NormalDist()
+    exact = [max(c - age, 0.0) for c, cv, age in held if cv == 0]
+    spread = []  # (mu, s, age, P(cycle > age))
+    for c, cv, age in held:
+        if cv > 0:
+            s = math.sqrt(math.log1p(cv * cv))
+            mu = math.log(c) - s * s / 2
+            a = min(age, math.exp(mu + 4 * s))
+            spread.append((mu, s, a, 1 - unit.cdf((math.log(a) - mu) / s) if a > 0 else 1.0))
+    total = 0.0
+    for i in range(int(20 * max(c for c, _, _ in held) / step)):
+        r = (i + 0.5) * step
+        done = math.prod(float(r >= d) for d in exact) * math.prod(
+            1 - (1 - unit.cdf((math.log(a + r) - mu) / s)) / alive for mu, s, a, alive in spread
+        )
+        total += (1 - done) * step
+    return total
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        [(600.0, 0.0, 120.0), (600.0, 0.0, 300.0), (600.0, 0.0, 700.0)],
+        [(60.0, 0.3, 0.0)],
+        [(60.0, 0.3, 45.0), (80.0, 0.05, 10.0), (45.0, 0.8, 200.0)],
+        [(600.0, 0.5, 900.0), (300.0, 0.2, 100.0), (600.0, 0.0, 50.0)],
+        # older than the holder's near-maximum (4 log-sd): taken at it
+        [(60.0, 0.3, 10_000.0)],
+        # more marks than HELD_MARKS: only the largest are kept
+        [(40.0 + 3 * i, (0.05, 0.3, 0.8)[i % 3], 7.0 * i) for i in range(24)],
+    ],
+)
+def test_the_held_end_integrates_to_the_brute_force_sum(
+    held: list[tuple[float, float, float]],
+) -> None:
+    """`_held_end`: E[the longest of the residuals], each its holder's lognormal cycle less
+    the task's age given that it is longer; exact cycles: c - age (none once past)."""
+    step = 0.01 if len(held) < 10 else 0.05
+    assert _held_end(held) == pytest.approx(_brute_held(held, step), rel=1e-3, abs=0.01)
+
+
+def test_a_fresh_task_ends_in_one_cycle_and_an_older_one_sooner() -> None:
+    """Age 0 is a whole fresh cycle (its mean); with spread an older task has less left but
+    more than c - age (it has outlived the short cycles)."""
+    assert _held_end([(60.0, 0.3, 0.0)]) == pytest.approx(60.0, rel=1e-3)
+    older = _held_end([(60.0, 0.3, 30.0)])
+    assert 30.0 < older < 60.0

@@ -31,9 +31,11 @@ whatever the history: `forecast_counts` (task counts per project and skill) and
   with the skill's whole backlog and a small one early;
 - eta = now + remaining / throughput + the tail while tasks are open (the first claim after
   the shortest residual of the tasks in progress, then the last claimer's fresh cycle or the
-  others' residuals, whichever is longer: `_tail`); once all are claimed, now + the longest
-  residual of the tasks in progress (`_dry_end`); a task in progress is length-biased and
-  each expert has their own pace and spread
+  others' residuals, whichever is longer: `_tail`; a task in progress seen at a random
+  moment is length-biased, and each expert has their own pace and spread); once all are
+  claimed, now + the longest residual of the tasks in progress, each from its holder's pace
+  and its age (the leases: `_held_end`; `_dry_end`, anyone's at a random moment, when a
+  holder's pace is unknown)
   (None when work remains and nobody present holds the skill, or nothing at all was measured
   yet: `reason` says which);
 - range: the relative spread of the ETA combines the uncertainty of the measured means (the
@@ -672,6 +674,84 @@ def _dry_end(paces: tuple[tuple[float, float], ...], held: int) -> float:
     return longest
 
 
+# An age past this many log-sd above a cycle's median is taken as this one: a task held that
+# much longer than its holder's cycles says nothing more about its end (the holder stepped
+# away; the heartbeat timeout and the lease bound it), and the survival ratios underflow.
+AGE_SIGMAS = TAIL_SIGMAS
+_UNIT = statistics.NormalDist()
+
+
+# Where a residual's cdf climbs: marks at these quantiles of each one (and its near-maximum)
+# split the integral into pieces over which Gauss-Legendre is exact enough; of many tasks the
+# largest marks only (the longest residual lives there; below them the product is ~0).
+HELD_QUANTILES = (0.05, 0.5, 0.95)
+HELD_MARKS = 64
+
+
+def _residual(c: float, s: float, age: float) -> tuple[float, float, list[float]]:
+    """(the age conditioned on, P(cycle > it), the residual at HELD_QUANTILES and at its
+    near-maximum) of a task in progress for `age` seconds, its holder's cycles lognormal of
+    mean `c` and log-sd `s`."""
+    mu = math.log(c) - s * s / 2
+    age = min(age, math.exp(mu + AGE_SIGMAS * s))
+    alive = 0.5 * math.erfc((math.log(age) - mu) / s / SQRT2) if age > 0 else 1.0
+    # P(cycle > age + x | cycle > age) = 1 - q: the cycle's survival at alive x (1 - q)
+    tail = _UNIT.cdf(-TAIL_SIGMAS)
+    marks = [
+        math.exp(mu - _UNIT.inv_cdf(alive * (1.0 - q)) * s) - age
+        for q in (*HELD_QUANTILES, 1.0 - tail)
+    ]
+    return age, alive, marks
+
+
+def _held_end(held: Sequence[tuple[float, float, float]]) -> float:
+    """Seconds until the last task in progress is done, once none is left to claim, when who
+    holds each is known (the leases): per task, its holder's (mean cycle, cv) and its age.
+
+    Each residual is its holder's cycle less the age, given that the cycle is longer than
+    the age (a task held for a while has less left; exact cycles: c - age); the end is the
+    longest of them, E[max] = the integral over r of 1 - prod P(residual_i <= r). Without the
+    holders (`_dry_end`) each task is anyone's, seen at a random moment: in
+    bench/forecast_bench.py's worlds those ends came out 3-13% early in seconds at the last
+    claim (bench/RESULTS.md, 2026-12-03), since the last tasks are the slowest holders'."""
+    exact: list[float] = []  # residuals of holders without spread
+    spread: list[tuple[float, float, float, float]] = []  # (c, s, age, P(cycle > age))
+    marks = {0.0}
+    for c, cv, age in held:
+        if cv <= EXACT_CV:
+            exact.append(max(c - age, 0.0))
+            marks.add(exact[-1])
+            continue
+        s = math.sqrt(math.log1p(cv * cv))
+        age, alive, quantiles = _residual(c, s, age)
+        spread.append((c, s, age, alive))
+        marks.update(q for q in quantiles if q > 0.0)
+    ordered = sorted(marks)
+    top = ordered[-1]
+    if top <= 0.0:
+        return 0.0
+    ordered = [0.0, *ordered[1:][-HELD_MARKS:]]
+    longest = 0.0
+    for a, b in itertools.pairwise(ordered):
+        k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
+        for i in range(k):
+            lo, hi = a + (b - a) * i / k, a + (b - a) * (i + 1) / k
+            for x, w in _GL4:
+                r = lo + (hi - lo) * x
+                every = 1.0
+                for d in exact:
+                    if r < d:
+                        every = 0.0
+                        break
+                for c, s, age, alive in spread:
+                    if every == 0.0:
+                        break
+                    z = (math.log((age + r) / c) + s * s / 2) / s
+                    every *= 1.0 - 0.5 * math.erfc(z / SQRT2) / alive
+                longest += w * (hi - lo) * (1.0 - every)
+    return longest
+
+
 def clear_caches() -> None:
     """Forget everything looked up by value: paces, tails, kept cycles (benches time a forecast
     without them)."""
@@ -702,8 +782,15 @@ def _tail(paces: tuple[tuple[float, float], ...], throughput: float, equiv: floa
 
 
 def _skill(
-    row: asyncpg.Record, now: datetime, capacity: Capacity, active: int, book: PaceBook
+    row: asyncpg.Record,
+    now: datetime,
+    capacity: Capacity,
+    active: int,
+    book: PaceBook,
+    held: Sequence[tuple[float, float, float]] = (),
 ) -> SkillForecast:
+    """`held`: once every task is claimed, the tasks in progress as (their holder's mean
+    cycle, cv, age) (`_held_end`); empty when that is not known."""
     deadline: datetime | None = row["deadline"]
     remaining: int = row["remaining"]
     skill: str = row["skill"]
@@ -719,7 +806,7 @@ def _skill(
             return None
         # at another rate every cycle is scaled by throughput / rate, and so is the end
         if row["open"] == 0:  # every task claimed: the last of those in progress
-            end = _dry_end(capacity.paces, row["in_flight"])
+            end = _held_end(held) if held else _dry_end(capacity.paces, row["in_flight"])
             return now + timedelta(seconds=end * throughput / rate)
         return now + timedelta(seconds=left / rate + capacity.tail * throughput / rate)
 
@@ -846,6 +933,8 @@ async def forecasts(
     shares = _allocate(present, lefts, book)
     groups = {g: _capacity(shares[g], g[0], book) for g in lefts}
     sharing = {g: Sharing(by) for g, by in lefts.items()}
+    dry = [(r["project_id"], r["skill"]) for r in rows if r["open"] == 0 and r["in_flight"]]
+    held = await _holders(conn, dry, clock, book) if dry else {}
     grouped: dict[UUID, list[SkillForecast]] = defaultdict(list)
     deadlines: dict[UUID, datetime | None] = {}
     active: dict[Group, int] = {}
@@ -855,9 +944,38 @@ async def forecasts(
         cap = _part(group, sharing[key], r["project_id"])
         if key not in active:  # present and qualified, whatever share of them it gets
             active[key] = sum(1 for p in present if p.quality.get(key[0], -1.0) >= key[1])
-        grouped[r["project_id"]].append(_skill(r, now, cap, active[key], book))
+        mine = held.get((r["project_id"], r["skill"]), ())
+        grouped[r["project_id"]].append(_skill(r, now, cap, active[key], book, mine))
         deadlines[r["project_id"]] = r["deadline"]
     return [_combine(pid, deadlines[pid], now, fs) for pid, fs in grouped.items()]
+
+
+async def _holders(
+    conn: asyncpg.Connection,
+    pairs: list[tuple[UUID, str]],
+    clock: datetime | None,
+    book: PaceBook,
+) -> dict[tuple[UUID, str], list[tuple[float, float, float]]]:
+    """Per (project, skill) with every task claimed, its tasks in progress as (the holder's
+    mean cycle, cv, age). A task whose lease ran out is the claim's to retake: a fresh cycle
+    at the skill's typical pace from now. A pair with a holder of no known pace is left out
+    (the forecast then takes each task as anyone's: `_dry_end`)."""
+    rows = await conn.fetch(
+        Q["forecast_in_flight"], [p for p, _ in pairs], [k for _, k in pairs], clock
+    )
+    found: dict[tuple[UUID, str], list[tuple[float, float, float]]] = defaultdict(list)
+    unknown: set[tuple[UUID, str]] = set()
+    for r in rows:
+        key = (r["project_id"], r["skill"])
+        pace = book.expert(r["expert_id"], r["skill"]) if r["live"] else None
+        prior = book.prior(r["skill"])
+        if pace is not None:
+            found[key].append((pace[0], pace[1], r["age"]))
+        elif not r["live"] and prior is not None:
+            found[key].append((prior, book.typical_cv.get(r["skill"], SINGLE_CV), 0.0))
+        else:
+            unknown.add(key)
+    return {k: v for k, v in found.items() if k not in unknown}
 
 
 async def project_forecast(

@@ -142,6 +142,24 @@ WHERE ep.skills && $1::text[]
       > (extract(epoch FROM clock.now_ - make_interval(secs => $2)) * 1000000)::bigint
 ORDER BY ep.expert_id;
 
+-- name: forecast_in_flight
+-- $1 project ids, $2 skills (parallel arrays: the (project, skill) pairs whose tasks are all
+-- claimed), $3 clock (NULL: taskroute_now()). Each claimed task of those pairs: who holds it,
+-- for how many seconds they have (`age`), and whether the lease is live (an expired one is
+-- the claim's to retake). Once nothing is left to claim the work ends with these tasks, so
+-- resolvers/forecast.py takes each holder's own pace and conditions on the age; one index
+-- probe per pair (tasks_project_skill_live), then the assignment by its key.
+WITH clock AS (SELECT coalesce($3::timestamptz, taskroute_now()) AS now_)
+SELECT t.project_id, t.skill, a.expert_id,
+       greatest(extract(epoch FROM clock.now_ - a.claimed_at), 0)::float8 AS age,
+       t.lease_until > clock.now_ AS live
+FROM clock
+CROSS JOIN unnest($1::uuid[], $2::text[]) AS want(project_id, skill)
+JOIN tasks t ON t.project_id = want.project_id AND t.skill = want.skill
+            AND t.status = 'claimed'
+JOIN assignments a ON a.id = t.assignment_id
+ORDER BY t.project_id, t.skill, a.expert_id;
+
 -- name: advisory_xact_lock
 -- $1 key. Waits for the lock (released at commit); for explicit, on-demand runs of a job.
 SELECT pg_advisory_xact_lock($1);
