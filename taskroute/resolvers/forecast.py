@@ -711,9 +711,9 @@ def _held_end(held: Sequence[tuple[float, float, float]]) -> float:
     Each residual is its holder's cycle less the age, given that the cycle is longer than
     the age (a task held for a while has less left; exact cycles: c - age); the end is the
     longest of them, E[max] = the integral over r of 1 - prod P(residual_i <= r). Without the
-    holders (`_dry_end`) each task is anyone's, seen at a random moment: in
-    bench/forecast_bench.py's worlds those ends came out 3-13% early in seconds at the last
-    claim (bench/RESULTS.md, 2026-12-03), since the last tasks are the slowest holders'."""
+    holders (`_dry_end`) each task is anyone's, seen at a random moment: asked at the last
+    claim in bench/forecast_bench.py's worlds (100 seeds), those ends came out 4-11% early
+    in seconds, these 0-5% (bench/RESULTS.md, 2026-12-04)."""
     exact: list[float] = []  # residuals of holders without spread
     spread: list[tuple[float, float, float, float]] = []  # (c, s, age, P(cycle > age))
     marks = {0.0}
