@@ -320,6 +320,39 @@ async def test_bump_lifts_a_late_project_ahead_in_its_scarce_skills_only(
         assert got["task"]["projectId"] == late_id
 
 
+async def test_no_bump_when_nothing_is_left_to_lift(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
+) -> None:
+    """A bump lifts a project's open tasks ahead of others'. A late project whose tasks are
+    all claimed has none to lift: it is not bumped (such bumps and unbumps changed no claim,
+    and flapped in bench/routing.py at one or two tasks left)."""
+    async with clocked(database_url, tmp_path) as (api, jobs, policy):
+        customer, spec, _, _, held = await specialist_world(api, clock, 12)
+        await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
+        made = await api.create_project(
+            customer["token"],
+            tasks_of("rare", 1),
+            priorityClass="LOW",
+            deadline=await due_in(db, 30),
+            name="late",
+        )
+        late_id = made["project"]["id"]
+        got = await claim(api, spec["token"], skills=["rare"])
+        assert got["task"]["projectId"] == late_id
+        await routing_passes(jobs, policy)
+        # Forecast to miss (the premise: `spec` takes 100 s a task, due in 30 s) ...
+        f = await api.gql(
+            "query($p: ID!) { project(id: $p) { forecast { onTrack } } }",
+            {"p": late_id},
+            customer["token"],
+        )
+        assert f["project"]["forecast"]["onTrack"] is False
+        # ... and not bumped: nothing of it waits in a queue.
+        state = await project_state(api, customer["token"], late_id)
+        assert not state["routing"]["deadlineBumped"]
+        assert state["routing"]["events"] == []
+
+
 async def test_no_bump_where_a_lift_cannot_save_the_deadline(
     database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
 ) -> None:

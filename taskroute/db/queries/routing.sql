@@ -121,7 +121,9 @@ decided AS (
     SELECT v.*,
            CASE WHEN NOT v.deadline_bumped AND v.remaining > 0
                      AND v.deadline > v.now_
-                     AND coalesce(l.needed, true) AND NOT coalesce(l.futile, false)
+                     -- no `lift` row: no open task, nothing a bump could lift (all claimed,
+                     -- or pending); such bumps flapped at 1-2 tasks left (bench/RESULTS.md)
+                     AND coalesce(l.needed, false) AND NOT coalesce(l.futile, false)
                      AND ((v.evidence AND (v.eta IS NULL OR v.eta > v.deadline))
                           OR (v.seasoned AND (v.realised IS NULL OR v.realised > v.deadline)))
                 THEN 'bump'
