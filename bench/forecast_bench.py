@@ -411,6 +411,11 @@ async def run_scenario(
     run.alerted = bool(await conn.fetchval(BQ["fa_alerts"], pid, "at_risk"))
     run.recovered = bool(await conn.fetchval(BQ["fa_alerts"], pid, "recovered"))
     run.first_alert = first_alert
+    if finished == math.inf:
+        # Retire an unfinished project (a skill nobody holds; the application's cancel): left
+        # active, every later seed's deadline evaluator judged it again, and that scenario's
+        # time grew with the square of the seeds (100 seeds: hours).
+        await conn.execute(Q["project_cancel"], pid, customer)
     for at, t, eta, reason, naive in asks:
         actual = finished - t
         if eta is None:
