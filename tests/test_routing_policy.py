@@ -88,6 +88,15 @@ async def due_in(db: asyncpg.Connection, seconds: float) -> str:
     return (now + timedelta(seconds=seconds)).isoformat()
 
 
+async def on_track(api: Api, token: str, project_id: str) -> bool | None:
+    """The project's forecast `onTrack`, as the API gives it."""
+    data = await api.gql(
+        "query($p: ID!) { project(id: $p) { forecast { onTrack } } }", {"p": project_id}, token
+    )
+    found: bool | None = data["project"]["forecast"]["onTrack"]
+    return found
+
+
 async def specialist_world(
     api: Api, clock: DbClock, common_tasks: int
 ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], list[Any], list[Any]]:
@@ -341,12 +350,7 @@ async def test_no_bump_when_nothing_is_left_to_lift(
         assert got["task"]["projectId"] == late_id
         await routing_passes(jobs, policy)
         # Forecast to miss (the premise: `spec` takes 100 s a task, due in 30 s) ...
-        f = await api.gql(
-            "query($p: ID!) { project(id: $p) { forecast { onTrack } } }",
-            {"p": late_id},
-            customer["token"],
-        )
-        assert f["project"]["forecast"]["onTrack"] is False
+        assert await on_track(api, customer["token"], late_id) is False
         # ... and not bumped: nothing of it waits in a queue.
         state = await project_state(api, customer["token"], late_id)
         assert not state["routing"]["deadlineBumped"]
@@ -380,12 +384,7 @@ async def test_no_bump_where_a_lift_cannot_save_the_deadline(
         assert s["rare"]["scarce"]
         # Both are forecast to miss (the premise) ...
         for pid in (hopeless_id, savable_id):
-            f = await api.gql(
-                "query($p: ID!) { project(id: $p) { forecast { onTrack } } }",
-                {"p": pid},
-                customer["token"],
-            )
-            assert f["project"]["forecast"]["onTrack"] is False
+            assert await on_track(api, customer["token"], pid) is False
         # ... but only the one a lift can save is bumped.
         hopeless_state = await project_state(api, customer["token"], hopeless_id)
         assert not hopeless_state["routing"]["deadlineBumped"]
