@@ -583,6 +583,13 @@ def _grid(sds: list[tuple[float, float]]) -> list[tuple[float, float]]:
     scale = 1.0 / sum(1.0 / c for c, _ in sds)
     near = (scale * 2.0**k for k in range(-1, 5))
     marks = sorted({0.0, top, *(c for c, s in sds if s == 0.0), *(m for m in near if m < top)})
+    return _nodes(marks)
+
+
+def _nodes(marks: list[float]) -> list[tuple[float, float]]:
+    """(r, weight): Gauss nodes on the pieces between sorted breakpoints from 0 to the last
+    (the top), each piece cut into about TAIL_PIECES per top's length."""
+    top = marks[-1]
     nodes: list[tuple[float, float]] = []
     for a, b in itertools.pairwise(marks):
         k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
@@ -679,6 +686,8 @@ def _dry_end(paces: tuple[tuple[float, float], ...], held: int) -> float:
 # away; the heartbeat timeout and the lease bound it), and the survival ratios underflow.
 AGE_SIGMAS = TAIL_SIGMAS
 _UNIT = statistics.NormalDist()
+# P(z > TAIL_SIGMAS): how much of a residual lies past its near-maximum.
+_PAST_TOP = _UNIT.cdf(-TAIL_SIGMAS)
 
 
 # Where a residual's cdf climbs: marks at these quantiles of each one (and its near-maximum)
@@ -688,18 +697,22 @@ HELD_QUANTILES = (0.05, 0.5, 0.95)
 HELD_MARKS = 64
 
 
+def _survival(x: float, c: float, s: float) -> float:
+    """P(cycle > x), cycles lognormal of mean `c` and log-sd `s` (> 0)."""
+    return 0.5 * math.erfc((math.log(x / c) + s * s / 2) / s / SQRT2)
+
+
 def _residual(c: float, s: float, age: float) -> tuple[float, float, list[float]]:
     """(the age conditioned on, P(cycle > it), the residual at HELD_QUANTILES and at its
     near-maximum) of a task in progress for `age` seconds, its holder's cycles lognormal of
     mean `c` and log-sd `s`."""
     mu = math.log(c) - s * s / 2
     age = min(age, math.exp(mu + AGE_SIGMAS * s))
-    alive = 0.5 * math.erfc((math.log(age) - mu) / s / SQRT2) if age > 0 else 1.0
+    alive = _survival(age, c, s) if age > 0 else 1.0
     # P(cycle > age + x | cycle > age) = 1 - q: the cycle's survival at alive x (1 - q)
-    tail = _UNIT.cdf(-TAIL_SIGMAS)
     marks = [
         math.exp(mu - _UNIT.inv_cdf(alive * (1.0 - q)) * s) - age
-        for q in (*HELD_QUANTILES, 1.0 - tail)
+        for q in (*HELD_QUANTILES, 1.0 - _PAST_TOP)
     ]
     return age, alive, marks
 
@@ -727,28 +740,17 @@ def _held_end(held: Sequence[tuple[float, float, float]]) -> float:
         spread.append((c, s, age, alive))
         marks.update(q for q in quantiles if q > 0.0)
     ordered = sorted(marks)
-    top = ordered[-1]
-    if top <= 0.0:
+    if ordered[-1] <= 0.0:
         return 0.0
-    ordered = [0.0, *ordered[1:][-HELD_MARKS:]]
     longest = 0.0
-    for a, b in itertools.pairwise(ordered):
-        k = max(1, math.ceil(TAIL_PIECES * (b - a) / top))
-        for i in range(k):
-            lo, hi = a + (b - a) * i / k, a + (b - a) * (i + 1) / k
-            for x, w in _GL4:
-                r = lo + (hi - lo) * x
-                every = 1.0
-                for d in exact:
-                    if r < d:
-                        every = 0.0
-                        break
-                for c, s, age, alive in spread:
-                    if every == 0.0:
-                        break
-                    z = (math.log((age + r) / c) + s * s / 2) / s
-                    every *= 1.0 - 0.5 * math.erfc(z / SQRT2) / alive
-                longest += w * (hi - lo) * (1.0 - every)
+    for r, span in _nodes([0.0, *ordered[1:][-HELD_MARKS:]]):
+        every = 1.0  # P(every residual <= r)
+        if all(r >= d for d in exact):
+            for c, s, age, alive in spread:
+                every *= 1.0 - _survival(age + r, c, s) / alive
+        else:
+            every = 0.0
+        longest += span * (1.0 - every)
     return longest
 
 
@@ -966,15 +968,16 @@ async def _holders(
     found: dict[tuple[UUID, str], list[tuple[float, float, float]]] = defaultdict(list)
     unknown: set[tuple[UUID, str]] = set()
     for r in rows:
-        key = (r["project_id"], r["skill"])
-        pace = book.expert(r["expert_id"], r["skill"]) if r["live"] else None
-        prior = book.prior(r["skill"])
-        if pace is not None:
-            found[key].append((pace[0], pace[1], r["age"]))
-        elif not r["live"] and prior is not None:
-            found[key].append((prior, book.typical_cv.get(r["skill"], SINGLE_CV), 0.0))
-        else:
-            unknown.add(key)
+        key, skill = (r["project_id"], r["skill"]), r["skill"]
+        if r["live"]:
+            pace = book.expert(r["expert_id"], skill)
+            if pace is not None:
+                found[key].append((pace[0], pace[1], r["age"]))
+                continue
+        elif (prior := book.prior(skill)) is not None:
+            found[key].append((prior, book.typical_cv.get(skill, SINGLE_CV), 0.0))
+            continue
+        unknown.add(key)
     return {k: v for k, v in found.items() if k not in unknown}
 
 
