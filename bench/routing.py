@@ -377,8 +377,8 @@ PRECISION = 2
 MAKESPAN_TARGET = 1.02
 
 
-def verdict(ours: float, theirs: float, higher_better: bool) -> str:
-    a, b = round(ours, PRECISION), round(theirs, PRECISION)
+def verdict(ours: float, theirs: float, higher_better: bool, precision: int = PRECISION) -> str:
+    a, b = round(ours, precision), round(theirs, precision)
     if a == b:
         return "same"
     return "better" if (a > b) == higher_better else "WORSE"
@@ -398,17 +398,24 @@ def world_table(
     )
     policies = [out.policy for out, _ in runs[0][2]]
     header = f"   {'':<22}" + "".join(f"{p:>15}" for p in policies)
-    print(header + ("   taskroute vs priority-fifo" if len(policies) == 2 else ""))
+    print(
+        header
+        + ("   taskroute vs priority-fifo   seeds better/worse" if len(policies) == 2 else "")
+    )
     verdicts: dict[str, str] = {}
     for label, read, higher_better in COLUMNS:
-        medians = [
-            float(np.median([read(results[i][1], bound) for _, bound, results in runs]))
-            for i in range(len(policies))
+        values = [
+            [read(results[i][1], bound) for _, bound, results in runs] for i in range(len(policies))
         ]
+        medians = [float(np.median(v)) for v in values]
         line = f"   {label:<22}" + "".join(f"{m:>15.{PRECISION}f}" for m in medians)
         if len(policies) == 2:
             verdicts[label] = verdict(medians[0], medians[1], higher_better)
-            line += f"   {verdicts[label]}"
+            # The same comparison seed by seed (each seed is one world run by both policies):
+            # a median over a few seeds can turn on one seed; the pairs say which way they lean
+            # (at the per-seed lines' precision).
+            paired = [verdict(a, b, higher_better, 3) for a, b in zip(*values, strict=True)]
+            line += f"   {verdicts[label]:<26}{paired.count('better'):>2}/{paired.count('WORSE')}"
         print(line)
     per_seed = [
         " ".join(f"{results[i][1]['deadlines'][0]}" for _, _, results in runs)

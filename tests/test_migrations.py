@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -60,14 +61,23 @@ async def test_migration_numbers_are_unique_and_ascending() -> None:
     assert versions == sorted(versions)
 
 
+async def migrated_before(
+    number: int, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[int, str, Path]]:
+    """Apply the migrations numbered below `number` (rows in the old layout can then be
+    written); returns all of them, to put back before migrating the rest."""
+    every = available()
+    monkeypatch.setattr(migrate_module, "available", lambda: [m for m in every if m[0] < number])
+    await migrate_url(dsn)
+    return every
+
+
 async def test_chunks_queued_before_the_request_moved_to_the_blob_store_keep_working(
     empty_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Migration 0021: a chunk whose text was stored in Postgres (before 0021) gets its
     payloads' keys, hashed as the worker and the cancel hash them, so either can handle it."""
-    every = available()
-    monkeypatch.setattr(migrate_module, "available", lambda: [m for m in every if m[0] < 21])
-    await migrate_url(empty_database)
+    every = await migrated_before(21, empty_database, monkeypatch)
     conn = await asyncpg.connect(empty_database)
     try:
         customer = await conn.fetchval("INSERT INTO customers (name) VALUES ('c') RETURNING id")
@@ -95,5 +105,54 @@ async def test_chunks_queued_before_the_request_moved_to_the_blob_store_keep_wor
         row = await conn.fetchrow("SELECT body, body_key, payload_keys FROM ingest_chunks")
         assert row["body"] == body and row["body_key"] is None
         assert row["payload_keys"] == [blob_key(p) for p in payloads]
+    finally:
+        await conn.close()
+
+
+async def test_tasks_lifted_past_high_work_take_the_new_lift(
+    empty_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0029: a bumped LOW project's tasks lifted the old way (ahead of every row,
+    HIGH included) move to the top of NORMAL; a bumped HIGH project's lift, a fairness boost
+    and an unbumped project's rows stay as they were."""
+    every = await migrated_before(29, empty_database, monkeypatch)
+    conn = await asyncpg.connect(empty_database)
+    try:
+        customer = await conn.fetchval("INSERT INTO customers (name) VALUES ('c') RETURNING id")
+
+        async def task(priority: int, bumped: bool, eff: int, status: str = "open") -> object:
+            project = await conn.fetchval(
+                "INSERT INTO projects (customer_id, name, priority, deadline_bumped)"
+                " VALUES ($1, 'p', $2, $3) RETURNING id",
+                customer,
+                priority,
+                bumped,
+            )
+            item = await conn.fetchval(
+                "INSERT INTO items (project_id, skill) VALUES ($1, 'rare') RETURNING id", project
+            )
+            return await conn.fetchval(
+                "INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, status)"
+                " VALUES ($1, $2, 'rare', 2, $3, $4) RETURNING id",
+                item,
+                project,
+                eff,
+                status,
+            )
+
+        old_lift = 2100 * 10000
+        low = await task(-120, True, (-20) * 10000 + 2 + old_lift)
+        low_done = await task(-120, True, (-20) * 10000 + 2 + old_lift, "done")
+        high = await task(120, True, 220 * 10000 + 2 + old_lift)
+        boosted = await task(-120, True, 100_000_000 + (-20) * 10000 + 2)
+        plain = await task(-120, False, (-120) * 10000 + 2)
+        monkeypatch.setattr(migrate_module, "available", lambda: every)
+        assert 29 in await migrate_url(empty_database)
+        eff = dict(await conn.fetch("SELECT id, eff_priority FROM tasks"))
+        assert eff[low] == 99 * 10000 + 2
+        assert eff[low_done] == (-20) * 10000 + 2 + old_lift
+        assert eff[high] == 220 * 10000 + 2 + old_lift
+        assert eff[boosted] == 100_000_000 + (-20) * 10000 + 2
+        assert eff[plain] == (-120) * 10000 + 2
     finally:
         await conn.close()

@@ -66,9 +66,10 @@ lift AS (
     -- tasks: its own open tasks and the others' queued ahead of them, against what the skill
     -- does (its realised rate) before the deadline. Needed: in some skill, at its own level
     -- the queue is longer than that (or the skill has no rate yet). Futile: in some skill even
-    -- lifted (ahead of every unbumped row in a scarce skill, one class level elsewhere) it is:
-    -- the lift would then only delay the others' work (a LOW project lifted in a scarce skill
-    -- and still late behind the NORMAL backlog of a common one: `tight-low`, bench/RESULTS.md).
+    -- lifted (in a scarce skill ahead of every unbumped row below HIGH, one class level
+    -- elsewhere) it is: the lift would then only delay the others' work (a LOW project lifted
+    -- in a scarce skill and still late behind the NORMAL backlog of a common one: `tight-low`,
+    -- bench/RESULTS.md).
     -- Counts are bounded by what the rate can do before the deadline (LIMIT). Projects that
     -- could be bumped only.
     SELECT v.id,
@@ -88,8 +89,8 @@ lift AS (
     LEFT JOIN skill_rate r ON r.skill = o.skill
     CROSS JOIN LATERAL (
         SELECT routing_eff_priority(p.priority, false, 0) AS base,
-               routing_eff_priority(p.priority, true, 0)
-                   + CASE WHEN coalesce(sc.scarce, false) THEN 2100 * 10000 ELSE 0 END AS lifted,
+               CASE WHEN coalesce(sc.scarce, false) THEN routing_scarce_lift(p.priority, 0)
+                    ELSE routing_eff_priority(p.priority, true, 0) END AS lifted,
                greatest(ceil(coalesce(r.per_second, 0) * o.left_)::int - o.own, 0) + 1 AS cap
     ) lv
     CROSS JOIN LATERAL (
@@ -151,17 +152,18 @@ logged AS (
 ),
 retasked AS (
     UPDATE tasks t
-    SET eff_priority = routing_eff_priority(c.priority, c.deadline_bumped, t.priority)
+    SET eff_priority =
         -- In a scarce skill (as the previous run measured it) the queue is served strictly
         -- by priority and drains slowly, so one class level leaves a late project's tasks
         -- behind the whole backlog of higher classes there, however far their deadlines:
-        -- there the bump lifts them ahead of every unbumped row (2100 levels: above any
-        -- project priority, below the fairness boost). Set at the bump, and by `relifted`
-        -- for a skill measured scarce only after the bump.
-        + CASE WHEN c.deadline_bumped
-                    AND coalesce((SELECT sc.scarce FROM skill_scarcity sc
-                                  WHERE sc.skill = t.skill), false)
-               THEN 2100 * 10000 ELSE 0 END
+        -- there the bump lifts them ahead of every unbumped row below HIGH
+        -- (routing_scarce_lift, migration 0029). Set at the bump, and by `relifted` for a
+        -- skill measured scarce only after the bump.
+        CASE WHEN c.deadline_bumped
+                  AND coalesce((SELECT sc.scarce FROM skill_scarcity sc
+                                WHERE sc.skill = t.skill), false)
+             THEN routing_scarce_lift(c.priority, t.priority)
+             ELSE routing_eff_priority(c.priority, c.deadline_bumped, t.priority) END
         + CASE WHEN t.eff_priority >= routing_fair_threshold() THEN routing_fair_boost()
                ELSE 0 END
     FROM changed c
@@ -173,13 +175,14 @@ relifted AS (
     -- come in the routing run before the one that measures the skill scarce). Once: a lifted
     -- row no longer matches. Projects changing in this run are left to `retasked`.
     UPDATE tasks t
-    SET eff_priority = t.eff_priority + 2100 * 10000
+    -- (Fairness-boosted rows sit above any lift and are left as they are.)
+    SET eff_priority = routing_scarce_lift(p.priority, t.priority)
     FROM projects p, skill_scarcity sc
     WHERE p.deadline_bumped AND p.status = 'active'
       AND NOT EXISTS (SELECT 1 FROM decided d WHERE d.id = p.id AND d.kind IS NOT NULL)
       AND t.project_id = p.id AND t.skill = sc.skill AND sc.scarce
       AND t.status IN ('open', 'claimed', 'pending')
-      AND t.eff_priority < 2100 * 10000
+      AND t.eff_priority < routing_scarce_lift(p.priority, t.priority)
 )
 SELECT d.id AS project_id, d.kind, d.remaining, d.rate,
        CASE WHEN d.seasoned THEN d.realised ELSE d.eta END AS finish, d.deadline
