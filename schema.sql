@@ -137,6 +137,14 @@ CREATE FUNCTION public.routing_eff_priority(project_priority integer, bumped boo
     RETURN (((project_priority + CASE WHEN bumped THEN 100 ELSE 0 END) * 10000) + task_priority);
 
 --
+-- Name: routing_scarce_lift(integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.routing_scarce_lift(project_priority integer, task_priority integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE WHEN (project_priority >= 100) THEN (public.routing_eff_priority(project_priority, true, task_priority) + (2100 * 10000)) ELSE GREATEST(public.routing_eff_priority(project_priority, true, task_priority), ((99 * 10000) + task_priority)) END;
+
+--
 -- Name: taskroute_answer_key(jsonb, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
