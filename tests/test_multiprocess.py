@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from .clock import DbClock
 from .helpers import Api, DbRoute, tasks_of
 from .procs import ServeProcess
 from .test_realtime import Collector, realtime_status, subscribe_tasks, wait_for_waiters
@@ -145,14 +146,15 @@ async def test_a_burst_wakes_one_subscriber_per_task_across_processes(
 
 @pytest.mark.parametrize("gone", ["disconnects", "its process is killed"])
 async def test_a_wake_up_whose_subscriber_is_gone_goes_to_another(
-    db_route: DbRoute, tmp_path: Path, db: asyncpg.Connection, gone: str
+    db_route: DbRoute, tmp_path: Path, db: asyncpg.Connection, clock: DbClock, gone: str
 ) -> None:
     """Two idle subscribers on two processes, one task: one of them is woken (not both).
     It goes away without claiming; once its window passes the other one is woken, and its
-    claim gets the task."""
+    claim gets the task. The window passes when the test moves the database clock past it
+    (a 1-second window passed under load before the first wake-up was counted)."""
     servers = [
         ServeProcess(
-            db_route.url, tmp_path / f"s{i}.log", TASKROUTE_WAKE_ACK_SECONDS="1", **db_route.env()
+            db_route.url, tmp_path / f"s{i}.log", TASKROUTE_WAKE_ACK_SECONDS="10", **db_route.env()
         )
         for i in range(2)
     ]
@@ -182,6 +184,7 @@ async def test_a_wake_up_whose_subscriber_is_gone_goes_to_another(
         else:
             servers[chosen].kill()
         # Not seen within its window: announced again without the chosen expert.
+        await clock.advance(11.0)
         await collector.until_total(2)
         event = collector.events[other][0]["data"]["taskAvailable"]
         assert event == {"skill": "grading", "projectId": project_id, "recheck": False}
