@@ -142,7 +142,7 @@ CREATE FUNCTION public.routing_eff_priority(project_priority integer, bumped boo
 
 CREATE FUNCTION public.routing_scarce_lift(project_priority integer, task_priority integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE WHEN (project_priority >= 100) THEN (public.routing_eff_priority(project_priority, true, task_priority) + (2100 * 10000)) ELSE GREATEST(public.routing_eff_priority(project_priority, true, task_priority), ((99 * 10000) + task_priority)) END;
+    RETURN (public.routing_eff_priority(project_priority, true, task_priority) + CASE WHEN (project_priority >= 100) THEN (2100 * 10000) ELSE 0 END);
 
 --
 -- Name: taskroute_answer_key(jsonb, text); Type: FUNCTION; Schema: public; Owner: -

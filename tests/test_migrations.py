@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -109,6 +109,36 @@ async def test_chunks_queued_before_the_request_moved_to_the_blob_store_keep_wor
         await conn.close()
 
 
+async def rare_task_writer(
+    conn: asyncpg.Connection,
+) -> Callable[..., Awaitable[object]]:
+    """Writes one task (task priority 2, skill `rare`) of a new project with this priority and
+    bump, at this eff_priority and status, in the layout of migrations 0029-0030; returns its id."""
+    customer = await conn.fetchval("INSERT INTO customers (name) VALUES ('c') RETURNING id")
+
+    async def task(priority: int, bumped: bool, eff: int, status: str = "open") -> object:
+        project = await conn.fetchval(
+            "INSERT INTO projects (customer_id, name, priority, deadline_bumped)"
+            " VALUES ($1, 'p', $2, $3) RETURNING id",
+            customer,
+            priority,
+            bumped,
+        )
+        item = await conn.fetchval(
+            "INSERT INTO items (project_id, skill) VALUES ($1, 'rare') RETURNING id", project
+        )
+        return await conn.fetchval(
+            "INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, status)"
+            " VALUES ($1, $2, 'rare', 2, $3, $4) RETURNING id",
+            item,
+            project,
+            eff,
+            status,
+        )
+
+    return task
+
+
 async def test_tasks_lifted_past_high_work_take_the_new_lift(
     empty_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,27 +148,7 @@ async def test_tasks_lifted_past_high_work_take_the_new_lift(
     every = await migrated_before(29, empty_database, monkeypatch)
     conn = await asyncpg.connect(empty_database)
     try:
-        customer = await conn.fetchval("INSERT INTO customers (name) VALUES ('c') RETURNING id")
-
-        async def task(priority: int, bumped: bool, eff: int, status: str = "open") -> object:
-            project = await conn.fetchval(
-                "INSERT INTO projects (customer_id, name, priority, deadline_bumped)"
-                " VALUES ($1, 'p', $2, $3) RETURNING id",
-                customer,
-                priority,
-                bumped,
-            )
-            item = await conn.fetchval(
-                "INSERT INTO items (project_id, skill) VALUES ($1, 'rare') RETURNING id", project
-            )
-            return await conn.fetchval(
-                "INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, status)"
-                " VALUES ($1, $2, 'rare', 2, $3, $4) RETURNING id",
-                item,
-                project,
-                eff,
-                status,
-            )
+        task = await rare_task_writer(conn)
 
         old_lift = 2100 * 10000
         low = await task(-120, True, (-20) * 10000 + 2 + old_lift)
@@ -146,7 +156,7 @@ async def test_tasks_lifted_past_high_work_take_the_new_lift(
         high = await task(120, True, 220 * 10000 + 2 + old_lift)
         boosted = await task(-120, True, 100_000_000 + (-20) * 10000 + 2)
         plain = await task(-120, False, (-120) * 10000 + 2)
-        monkeypatch.setattr(migrate_module, "available", lambda: every)
+        monkeypatch.setattr(migrate_module, "available", lambda: [m for m in every if m[0] <= 29])
         assert 29 in await migrate_url(empty_database)
         eff = dict(await conn.fetch("SELECT id, eff_priority FROM tasks"))
         assert eff[low] == 99 * 10000 + 2
@@ -154,5 +164,43 @@ async def test_tasks_lifted_past_high_work_take_the_new_lift(
         assert eff[high] == 220 * 10000 + 2 + old_lift
         assert eff[boosted] == 100_000_000 + (-20) * 10000 + 2
         assert eff[plain] == (-120) * 10000 + 2
+    finally:
+        await conn.close()
+
+
+async def test_tasks_lifted_to_the_top_of_normal_take_one_class_level(
+    empty_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0030: a bumped project below HIGH whose tasks migration 0029 lifted to the top
+    of NORMAL (level 99) goes back to its one class level; its one level where that was
+    already higher, a bumped HIGH project's lift, a fairness boost, finished work and an
+    unbumped project's rows stay as they were."""
+    every = await migrated_before(30, empty_database, monkeypatch)
+    conn = await asyncpg.connect(empty_database)
+    try:
+        task = await rare_task_writer(conn)
+        top_of_normal = 99 * 10000 + 2
+        low = await task(-120, True, top_of_normal)
+        between = await task(-50, True, top_of_normal)
+        normal = await task(20, True, 120 * 10000 + 2)
+        low_done = await task(-120, True, top_of_normal, "done")
+        high = await task(120, True, 220 * 10000 + 2 + 2100 * 10000)
+        boosted = await task(-120, True, 100_000_000 + top_of_normal)
+        plain = await task(-120, False, (-120) * 10000 + 2)
+        monkeypatch.setattr(migrate_module, "available", lambda: every)
+        assert 30 in await migrate_url(empty_database)
+        eff = dict(await conn.fetch("SELECT id, eff_priority FROM tasks"))
+        assert eff[low] == (-20) * 10000 + 2
+        assert eff[between] == 50 * 10000 + 2
+        assert eff[normal] == 120 * 10000 + 2
+        assert eff[low_done] == top_of_normal
+        assert eff[high] == 220 * 10000 + 2 + 2100 * 10000
+        assert eff[boosted] == 100_000_000 + top_of_normal
+        assert eff[plain] == (-120) * 10000 + 2
+        # what the routing job writes from now on: the same one class level
+        lift = "SELECT routing_scarce_lift($1, 2)"
+        assert await conn.fetchval(lift, -120) == eff[low]
+        assert await conn.fetchval(lift, 20) == eff[normal]
+        assert await conn.fetchval(lift, 120) == eff[high]
     finally:
         await conn.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from taskroute.db.pool import Database
 from taskroute.resolvers.routing import RoutingPolicy, routing_once
@@ -297,14 +298,13 @@ async def test_forecast_bumps_a_young_project_that_will_miss_its_deadline(
     assert row["deadline_bumped"] and row["eff"] >= 100 * 10000  # lifted above its class
 
 
-async def test_bump_lifts_a_late_project_ahead_in_its_scarce_skills_only(
+async def test_a_bump_is_one_class_level_in_a_scarce_skill_too(
     database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
 ) -> None:
-    """A bumped LOW project rises one class level where work drains fast, but in a scarce
-    skill (served strictly by priority, slowly) its tasks go ahead of every unbumped row below
-    HIGH: one level would leave them behind the NORMAL backlog there until the deadline
-    passed. The HIGH project's work still comes first (passing it too cost the HIGH class its
-    p95 wait in bench/routing.py's worlds)."""
+    """A bumped LOW project rises one class level in every skill: in a scarce skill too its
+    tasks join NORMAL's queue in order of age, passing the LOW work and the newer NORMAL
+    work, not the older NORMAL work and not HIGH's (lifting it to the top of NORMAL there cost
+    the NORMAL class its p95 wait in bench/routing.py's worlds)."""
     async with clocked(database_url, tmp_path) as (api, jobs, policy):
         customer, spec, common, pairs, held = await specialist_world(api, clock, 8)
         high = await api.create_project(
@@ -313,26 +313,32 @@ async def test_bump_lifts_a_late_project_ahead_in_its_scarce_skills_only(
             priorityClass="HIGH",
             name="high",
         )
-        normal = await api.create_project(customer["token"], tasks_of("rare", 3), name="normal")
-        # Due in 500 s, `rare` doing one task per 100 s: behind the HIGH and NORMAL tasks
-        # (1 + 3, then its own 3) it misses; ahead of the NORMAL ones it fits.
-        late_id = await late_low(
-            api, customer, db, tasks_of("rare", 3) + tasks_of("common", 2), 500
+        older = await api.create_project(customer["token"], tasks_of("rare", 1), name="older")
+        low = await api.create_project(
+            customer["token"], tasks_of("rare", 3), priorityClass="LOW", name="low"
         )
+        # Due in 900 s, `rare` doing one task per 100 s: behind everything (1 + 1 + 3 + the
+        # newer NORMAL project's 3, then its own 3) it misses; one level up it fits, even
+        # with the newer NORMAL work counted ahead of it.
+        late_id = await late_low(
+            api, customer, db, tasks_of("rare", 3) + tasks_of("common", 2), 900
+        )
+        newer = await api.create_project(customer["token"], tasks_of("rare", 3), name="newer")
         await routing_passes(jobs, policy)
         s = await scarcity(api)
         assert s["rare"]["scarce"] and not s["common"]["scarce"]
         assert (await project_state(api, customer["token"], late_id))["routing"]["deadlineBumped"]
         for (expert, _), lease in zip(pairs, held, strict=True):
             await api.submit(expert["token"], lease["assignmentId"], {"ok": 1})
-        # In `rare` the HIGH task first, then the late LOW project's, then the NORMAL ones.
+        # In `rare`: HIGH, the older NORMAL, the late LOW project, the newer NORMAL, the LOW.
         order = []
-        for _ in range(7):
+        for _ in range(11):
             got = await claim(api, spec["token"], skills=["rare"])
             order.append(got["task"]["projectId"])
             await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
-        assert order == [high["project"]["id"]] + [late_id] * 3 + [normal["project"]["id"]] * 3
-        # In `common`, which three others hold, the bump is one class level (LOW -> NORMAL):
+        ids = [p["project"]["id"] for p in (high, older, newer, low)]
+        assert order == ids[:2] + [late_id] * 3 + [ids[2]] * 3 + [ids[3]] * 3
+        # In `common`, which three others hold, the same one class level (LOW -> NORMAL):
         # the HIGH project's tasks come first there too.
         for expert in common[1:]:
             got = await claim(api, expert["token"])
@@ -341,31 +347,32 @@ async def test_bump_lifts_a_late_project_ahead_in_its_scarce_skills_only(
         assert got["task"]["projectId"] == late_id
 
 
-async def test_no_bump_where_only_passing_high_work_would_save_the_deadline(
-    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
+@pytest.mark.parametrize("ahead", ["HIGH", "NORMAL"])
+async def test_no_bump_where_only_passing_a_higher_class_would_save_the_deadline(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock, ahead: str
 ) -> None:
-    """A late LOW project behind HIGH work in a scarce skill is not bumped: a bump passes no
-    unbumped HIGH row, and ahead of everything else it still misses."""
+    """A late LOW project behind older HIGH or NORMAL work in a scarce skill is not bumped: a
+    bump is one class level, and there it still misses."""
     async with clocked(database_url, tmp_path) as (api, jobs, policy):
         customer, spec, _, _, held = await specialist_world(api, clock, 8)
-        high = await api.create_project(
+        first = await api.create_project(
             customer["token"],
             tasks_of("rare", 4) + tasks_of("common", 4),
-            priorityClass="HIGH",
-            name="high",
+            priorityClass=ahead,
+            name="first",
         )
-        # Due in 400 s at one `rare` task per 100 s: 3 tasks fit only ahead of HIGH's 4.
+        # Due in 400 s at one `rare` task per 100 s: 3 tasks fit only ahead of the 4.
         late_id = await late_low(api, customer, db, tasks_of("rare", 3), 400)
         await routing_passes(jobs, policy)
         assert (await scarcity(api))["rare"]["scarce"]
         # Forecast to miss (the premise) ...
         assert await on_track(api, customer["token"], late_id) is False
-        # ... and left where it is: HIGH's work first.
+        # ... and left where it is: the other class's work first.
         state = await project_state(api, customer["token"], late_id)
         assert not state["routing"]["deadlineBumped"]
         await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
         got = await claim(api, spec["token"], skills=["rare"])
-        assert got["task"]["projectId"] == high["project"]["id"]
+        assert got["task"]["projectId"] == first["project"]["id"]
 
 
 async def test_no_bump_when_nothing_is_left_to_lift(
@@ -398,10 +405,10 @@ async def test_no_bump_where_a_lift_cannot_save_the_deadline(
     unbumped once its deadline has passed."""
     async with clocked(database_url, tmp_path) as (api, jobs, policy):
         customer, spec, _, _, held = await specialist_world(api, clock, 12)
-        normal = await api.create_project(customer["token"], tasks_of("rare", 2), name="normal")
-        # `rare` did 3 tasks in 300 s: 50 tasks cannot be done in 600 s, 3 can in 400 s.
+        # `rare` did 3 tasks in 300 s: 50 tasks cannot be done in 600 s; 3 can, and the 2 of
+        # the NORMAL project below (counted ahead of them at NORMAL's level, though newer).
         ids = {}
-        for name, n, seconds in (("hopeless", 50, 600), ("savable", 3, 400)):
+        for name, n, seconds in (("hopeless", 50, 600), ("savable", 3, 600)):
             made = await api.create_project(
                 customer["token"],
                 tasks_of("rare", n),
@@ -411,6 +418,7 @@ async def test_no_bump_where_a_lift_cannot_save_the_deadline(
             )
             ids[name] = made["project"]["id"]
         hopeless_id, savable_id = ids["hopeless"], ids["savable"]
+        normal = await api.create_project(customer["token"], tasks_of("rare", 2), name="normal")
         await routing_passes(jobs, policy)
         s = await scarcity(api)
         assert s["rare"]["scarce"]
@@ -425,14 +433,15 @@ async def test_no_bump_where_a_lift_cannot_save_the_deadline(
             "deadlineBumped"
         ]
         await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
-        # `spec` takes the lifted project's work first (the hopeless one, bumped, would have
-        # come first: its rows are older) ...
+        # `spec` takes the lifted project's work first, one class level up and older than
+        # the NORMAL project's (the hopeless one, bumped, would have come first: its rows are
+        # older still) ...
         got = await claim(api, spec["token"])
         assert got["task"]["projectId"] == savable_id
         await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
         # ... and once the deadline has passed, with work left, the lift is over: the NORMAL
         # project's work comes first again.
-        await clock.advance(401.0)
+        await clock.advance(601.0)
         await routing_passes(jobs, policy, 1)
         state = await project_state(api, customer["token"], savable_id)
         assert not state["routing"]["deadlineBumped"]

@@ -66,10 +66,11 @@ lift AS (
     -- tasks: its own open tasks and the others' queued ahead of them, against what the skill
     -- does (its realised rate) before the deadline. Needed: in some skill, at its own level
     -- the queue is longer than that (or the skill has no rate yet). Futile: in some skill even
-    -- lifted (in a scarce skill ahead of every unbumped row below HIGH, one class level
-    -- elsewhere) it is: the lift would then only delay the others' work (a LOW project lifted
-    -- in a scarce skill and still late behind the NORMAL backlog of a common one: `tight-low`,
-    -- bench/RESULTS.md).
+    -- lifted (one class level; a HIGH project in a scarce skill ahead of every unbumped row:
+    -- routing_scarce_lift) it is: the lift would then only delay the others' work (a LOW
+    -- project lifted in a scarce skill and still late behind the NORMAL backlog of a common
+    -- one: `tight-low`, bench/RESULTS.md). Every row at the lifted level counts as ahead,
+    -- the newer ones too (queued behind by age): the test errs towards not bumping.
     -- Counts are bounded by what the rate can do before the deadline (LIMIT). Projects that
     -- could be bumped only.
     SELECT v.id,
@@ -153,12 +154,11 @@ logged AS (
 retasked AS (
     UPDATE tasks t
     SET eff_priority =
-        -- In a scarce skill (as the previous run measured it) the queue is served strictly
-        -- by priority and drains slowly, so one class level leaves a late project's tasks
-        -- behind the whole backlog of higher classes there, however far their deadlines:
-        -- there the bump lifts them ahead of every unbumped row below HIGH
-        -- (routing_scarce_lift, migration 0029). Set at the bump, and by `relifted` for a
-        -- skill measured scarce only after the bump.
+        -- One class level; in a scarce skill (as the previous run measured it) a bumped HIGH
+        -- project goes ahead of every unbumped row, the customers' integer priorities
+        -- included (routing_scarce_lift, migration 0030: below HIGH the lift to the top of
+        -- NORMAL there cost the NORMAL class its p95 wait). Set at the bump, and by
+        -- `relifted` for a skill measured scarce only after the bump.
         CASE WHEN c.deadline_bumped
                   AND coalesce((SELECT sc.scarce FROM skill_scarcity sc
                                 WHERE sc.skill = t.skill), false)
@@ -173,7 +173,8 @@ relifted AS (
     -- A project bumped before one of its skills was measured scarce gets the lift there now:
     -- set at the bump only, it was lost when the bump came first (the forecast's bump can
     -- come in the routing run before the one that measures the skill scarce). Once: a lifted
-    -- row no longer matches. Projects changing in this run are left to `retasked`.
+    -- row no longer matches (nor does a project below HIGH's: its lift is its one level).
+    -- Projects changing in this run are left to `retasked`.
     UPDATE tasks t
     -- (Fairness-boosted rows sit above any lift and are left as they are.)
     SET eff_priority = routing_scarce_lift(p.priority, t.priority)
