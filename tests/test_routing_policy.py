@@ -375,6 +375,32 @@ async def test_no_bump_where_only_passing_a_higher_class_would_save_the_deadline
         assert got["task"]["projectId"] == first["project"]["id"]
 
 
+async def test_a_bump_counts_only_the_work_it_would_still_queue_behind(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
+) -> None:
+    """One class level up, a late LOW project's tasks join NORMAL's queue in order of age:
+    NORMAL work newer than its last task would queue behind it, so the bump's futility test
+    does not count it. Here 3 tasks fit before the deadline only ahead of a newer NORMAL
+    project's 4: the project is bumped and served first."""
+    async with clocked(database_url, tmp_path) as (api, jobs, policy):
+        customer, spec, _, _, held = await specialist_world(api, clock, 12)
+        # Due in 400 s at one `rare` task per 100 s: 3 fit, 3 + 4 do not.
+        late_id = await late_low(api, customer, db, tasks_of("rare", 3), 400)
+        await api.create_project(customer["token"], tasks_of("rare", 4), name="newer")
+        await routing_passes(jobs, policy)
+        assert (await scarcity(api))["rare"]["scarce"]
+        # Forecast to miss (the premise) ...
+        assert await on_track(api, customer["token"], late_id) is False
+        # ... and bumped: one level up it is older than everything queued there.
+        state = await project_state(api, customer["token"], late_id)
+        assert state["routing"]["deadlineBumped"]
+        await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
+        for _ in range(3):
+            got = await claim(api, spec["token"], skills=["rare"])
+            assert got["task"]["projectId"] == late_id
+            await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
+
+
 async def test_no_bump_when_nothing_is_left_to_lift(
     database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
 ) -> None:

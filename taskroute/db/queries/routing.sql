@@ -69,8 +69,9 @@ lift AS (
     -- lifted (one class level; a HIGH project in a scarce skill ahead of every unbumped row:
     -- routing_scarce_lift) it is: the lift would then only delay the others' work (a LOW
     -- project lifted in a scarce skill and still late behind the NORMAL backlog of a common
-    -- one: `tight-low`, bench/RESULTS.md). Every row at the lifted level counts as ahead,
-    -- the newer ones too (queued behind by age): the test errs towards not bumping.
+    -- one: `tight-low`, bench/RESULTS.md). At the lifted level only the rows older than the
+    -- project's last open task count: the newer ones would queue behind it (claim order is
+    -- level, then age), so counting them refused bumps that would have saved the deadline.
     -- Counts are bounded by what the rate can do before the deadline (LIMIT). Projects that
     -- could be bumped only.
     SELECT v.id,
@@ -96,8 +97,10 @@ lift AS (
     ) lv
     CROSS JOIN LATERAL (
         -- The others' queued ahead, at most `cap` (more makes no difference): every open task
-        -- of the skill at or above the level, less the project's own there, each counted in
-        -- an index of open tasks alone (the claim's, and the project's), never the table.
+        -- of the skill at or above the base level, less the project's own there; lifted, every
+        -- one above the level plus the others' at it that are older than the project's last
+        -- open task. Each counted in an index of open tasks alone (the claim's, and the
+        -- project's), never the table.
         SELECT
             (SELECT count(*)::int FROM (
                 SELECT 1 FROM tasks t
@@ -106,12 +109,19 @@ lift AS (
             ) w) - mine.base AS base,
             (SELECT count(*)::int FROM (
                 SELECT 1 FROM tasks t
-                WHERE t.skill = o.skill AND t.status = 'open' AND t.eff_priority >= lv.lifted
-                LIMIT lv.cap + mine.lifted
-            ) w) - mine.lifted AS lifted
+                WHERE t.skill = o.skill AND t.status = 'open' AND t.eff_priority > lv.lifted
+                LIMIT lv.cap + mine.above
+            ) w) - mine.above
+            + (SELECT count(*)::int FROM (
+                SELECT 1 FROM tasks t
+                WHERE t.skill = o.skill AND t.status = 'open' AND t.eff_priority = lv.lifted
+                  AND t.seq < mine.last_seq AND t.project_id <> v.id
+                LIMIT lv.cap
+            ) w) AS lifted
         FROM (
             SELECT count(*) FILTER (WHERE t.eff_priority >= lv.base)::int AS base,
-                   count(*) FILTER (WHERE t.eff_priority >= lv.lifted)::int AS lifted
+                   count(*) FILTER (WHERE t.eff_priority > lv.lifted)::int AS above,
+                   max(t.seq) AS last_seq
             FROM tasks t
             WHERE t.project_id = v.id AND t.skill = o.skill AND t.status = 'open'
         ) mine
