@@ -134,7 +134,7 @@ CREATE FUNCTION public.routing_class(project_priority integer) RETURNS text
 
 CREATE FUNCTION public.routing_eff_priority(project_priority integer, bumped boolean, task_priority integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN (((project_priority + CASE WHEN bumped THEN 100 ELSE 0 END) * 10000) + task_priority);
+    RETURN ((CASE WHEN (NOT bumped) THEN project_priority WHEN (project_priority < 100) THEN LEAST((project_priority + 100), 99) ELSE (project_priority + 100) END * 10000) + task_priority);
 
 --
 -- Name: routing_scarce_lift(integer, integer); Type: FUNCTION; Schema: public; Owner: -

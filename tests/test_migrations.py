@@ -187,7 +187,7 @@ async def test_tasks_lifted_to_the_top_of_normal_take_one_class_level(
         high = await task(120, True, 220 * 10000 + 2 + 2100 * 10000)
         boosted = await task(-120, True, 100_000_000 + top_of_normal)
         plain = await task(-120, False, (-120) * 10000 + 2)
-        monkeypatch.setattr(migrate_module, "available", lambda: every)
+        monkeypatch.setattr(migrate_module, "available", lambda: [m for m in every if m[0] <= 30])
         assert 30 in await migrate_url(empty_database)
         eff = dict(await conn.fetch("SELECT id, eff_priority FROM tasks"))
         assert eff[low] == (-20) * 10000 + 2
@@ -202,5 +202,44 @@ async def test_tasks_lifted_to_the_top_of_normal_take_one_class_level(
         assert await conn.fetchval(lift, -120) == eff[low]
         assert await conn.fetchval(lift, 20) == eff[normal]
         assert await conn.fetchval(lift, 120) == eff[high]
+    finally:
+        await conn.close()
+
+
+async def test_tasks_lifted_into_high_work_stop_under_it(
+    empty_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0031: a bumped project below HIGH whose one class level reached HIGH's (a
+    NORMAL project at 20 lifted to 120) goes to the top of NORMAL (99); a LOW project's one
+    level, a bumped HIGH project's lift, a fairness boost, finished work and an unbumped
+    project's rows stay as they were."""
+    every = await migrated_before(31, empty_database, monkeypatch)
+    conn = await asyncpg.connect(empty_database)
+    try:
+        task = await rare_task_writer(conn)
+        normal = await task(20, True, 120 * 10000 + 2)
+        claimed = await task(0, True, 100 * 10000 + 2, "claimed")
+        low = await task(-120, True, (-20) * 10000 + 2)
+        normal_done = await task(20, True, 120 * 10000 + 2, "done")
+        high = await task(120, True, 220 * 10000 + 2 + 2100 * 10000)
+        boosted = await task(20, True, 100_000_000 + 120 * 10000 + 2)
+        plain = await task(20, False, 20 * 10000 + 2)
+        monkeypatch.setattr(migrate_module, "available", lambda: [m for m in every if m[0] <= 31])
+        assert 31 in await migrate_url(empty_database)
+        eff = dict(await conn.fetch("SELECT id, eff_priority FROM tasks"))
+        assert eff[normal] == 99 * 10000 + 2
+        assert eff[claimed] == 99 * 10000 + 2
+        assert eff[low] == (-20) * 10000 + 2
+        assert eff[normal_done] == 120 * 10000 + 2
+        assert eff[high] == 220 * 10000 + 2 + 2100 * 10000
+        assert eff[boosted] == 100_000_000 + 120 * 10000 + 2
+        assert eff[plain] == 20 * 10000 + 2
+        # what the routing job writes from now on, bumped and not
+        level = "SELECT routing_eff_priority($1, $2, 2)"
+        assert await conn.fetchval(level, 20, True) == eff[normal]
+        assert await conn.fetchval(level, -120, True) == eff[low]
+        assert await conn.fetchval(level, 120, True) == 220 * 10000 + 2
+        assert await conn.fetchval(level, 20, False) == eff[plain]
+        assert await conn.fetchval("SELECT routing_scarce_lift(20, 2)") == eff[normal]
     finally:
         await conn.close()

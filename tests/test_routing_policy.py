@@ -295,7 +295,8 @@ async def test_forecast_bumps_a_young_project_that_will_miss_its_deadline(
         " AS eff FROM projects p WHERE id = $1::text::uuid",
         late_id,
     )
-    assert row["deadline_bumped"] and row["eff"] >= 100 * 10000  # lifted above its class
+    # lifted above the rest of its class (NORMAL, at 0), under HIGH's level (100)
+    assert row["deadline_bumped"] and 0 < row["eff"] < 100 * 10000
 
 
 async def test_a_bump_is_one_class_level_in_a_scarce_skill_too(
@@ -345,6 +346,41 @@ async def test_a_bump_is_one_class_level_in_a_scarce_skill_too(
             assert got["task"]["projectId"] == high["project"]["id"]
         got = await claim(api, common[0]["token"])
         assert got["task"]["projectId"] == late_id
+
+
+async def test_a_bumped_normal_project_passes_normal_work_and_no_high_work(
+    database_url: str, tmp_path: Path, db: asyncpg.Connection, clock: DbClock
+) -> None:
+    """A late NORMAL project rises to the top of NORMAL and no further: ahead of an older
+    NORMAL project's work, behind a HIGH project's, even one created after it (one class
+    level up, it would join HIGH's queue by age and pass the newer HIGH work)."""
+    async with clocked(database_url, tmp_path) as (api, jobs, policy):
+        customer, spec, _, _, held = await specialist_world(api, clock, 8)
+        older = await api.create_project(
+            customer["token"], tasks_of("rare", 4) + tasks_of("common", 4), name="older"
+        )
+        # Due in 450 s at one `rare` task per 100 s: its 3 tasks fit behind the newer HIGH
+        # task, not behind the older NORMAL project's 4.
+        late = await api.create_project(
+            customer["token"], tasks_of("rare", 3), deadline=await due_in(db, 450), name="late"
+        )
+        late_id = late["project"]["id"]
+        high = await api.create_project(
+            customer["token"], tasks_of("rare", 1), priorityClass="HIGH", name="high"
+        )
+        await routing_passes(jobs, policy)
+        assert (await scarcity(api))["rare"]["scarce"]
+        assert await on_track(api, customer["token"], late_id) is False
+        state = await project_state(api, customer["token"], late_id)
+        assert state["routing"]["deadlineBumped"]
+        await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
+        order = []
+        for _ in range(8):
+            got = await claim(api, spec["token"], skills=["rare"])
+            order.append(got["task"]["projectId"])
+            await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
+        ids = [p["project"]["id"] for p in (high, older)]
+        assert order == [ids[0]] + [late_id] * 3 + [ids[1]] * 4
 
 
 @pytest.mark.parametrize("ahead", ["HIGH", "NORMAL"])
