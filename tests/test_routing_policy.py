@@ -138,6 +138,28 @@ async def scarcity(api: Api) -> dict[str, dict[str, Any]]:
     return {r["skill"]: r for r in data["skillScarcity"]}
 
 
+async def rare_order(api: Api, expert: dict[str, Any], n: int) -> list[str]:
+    """The projects of the expert's next `n` `rare` tasks, each claimed and submitted."""
+    order = []
+    for _ in range(n):
+        got = await claim(api, expert["token"], skills=["rare"])
+        order.append(got["task"]["projectId"])
+        await api.submit(expert["token"], got["assignmentId"], {"ok": 1})
+    return order
+
+
+async def bumped_late_in_rare(
+    api: Api, jobs: Database, policy: RoutingPolicy, token: str, project_id: str
+) -> None:
+    """After the routing passes: `rare` is scarce, the project is forecast to miss (the
+    premise) and bumped."""
+    await routing_passes(jobs, policy)
+    assert (await scarcity(api))["rare"]["scarce"]
+    assert await on_track(api, token, project_id) is False
+    state = await project_state(api, token, project_id)
+    assert state["routing"]["deadlineBumped"]
+
+
 async def measured_after(api: Api, db: asyncpg.Connection, backlog: dict[str, int]) -> None:
     """Wait for a routing run that started after this call and saw these open backlogs."""
     since = (await db.fetchval("SELECT now()")).isoformat()
@@ -332,11 +354,7 @@ async def test_a_bump_is_one_class_level_in_a_scarce_skill_too(
         for (expert, _), lease in zip(pairs, held, strict=True):
             await api.submit(expert["token"], lease["assignmentId"], {"ok": 1})
         # In `rare`: HIGH, the older NORMAL, the late LOW project, the newer NORMAL, the LOW.
-        order = []
-        for _ in range(11):
-            got = await claim(api, spec["token"], skills=["rare"])
-            order.append(got["task"]["projectId"])
-            await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
+        order = await rare_order(api, spec, 11)
         ids = [p["project"]["id"] for p in (high, older, newer, low)]
         assert order == ids[:2] + [late_id] * 3 + [ids[2]] * 3 + [ids[3]] * 3
         # In `common`, which three others hold, the same one class level (LOW -> NORMAL):
@@ -368,19 +386,10 @@ async def test_a_bumped_normal_project_passes_normal_work_and_no_high_work(
         high = await api.create_project(
             customer["token"], tasks_of("rare", 1), priorityClass="HIGH", name="high"
         )
-        await routing_passes(jobs, policy)
-        assert (await scarcity(api))["rare"]["scarce"]
-        assert await on_track(api, customer["token"], late_id) is False
-        state = await project_state(api, customer["token"], late_id)
-        assert state["routing"]["deadlineBumped"]
+        await bumped_late_in_rare(api, jobs, policy, customer["token"], late_id)
         await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
-        order = []
-        for _ in range(8):
-            got = await claim(api, spec["token"], skills=["rare"])
-            order.append(got["task"]["projectId"])
-            await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
         ids = [p["project"]["id"] for p in (high, older)]
-        assert order == [ids[0]] + [late_id] * 3 + [ids[1]] * 4
+        assert await rare_order(api, spec, 8) == [ids[0]] + [late_id] * 3 + [ids[1]] * 4
 
 
 @pytest.mark.parametrize("ahead", ["HIGH", "NORMAL"])
@@ -423,18 +432,10 @@ async def test_a_bump_counts_only_the_work_it_would_still_queue_behind(
         # Due in 400 s at one `rare` task per 100 s: 3 fit, 3 + 4 do not.
         late_id = await late_low(api, customer, db, tasks_of("rare", 3), 400)
         await api.create_project(customer["token"], tasks_of("rare", 4), name="newer")
-        await routing_passes(jobs, policy)
-        assert (await scarcity(api))["rare"]["scarce"]
-        # Forecast to miss (the premise) ...
-        assert await on_track(api, customer["token"], late_id) is False
-        # ... and bumped: one level up it is older than everything queued there.
-        state = await project_state(api, customer["token"], late_id)
-        assert state["routing"]["deadlineBumped"]
+        # Bumped: one level up it is older than everything queued there.
+        await bumped_late_in_rare(api, jobs, policy, customer["token"], late_id)
         await api.submit(spec["token"], held[0]["assignmentId"], {"ok": 1})
-        for _ in range(3):
-            got = await claim(api, spec["token"], skills=["rare"])
-            assert got["task"]["projectId"] == late_id
-            await api.submit(spec["token"], got["assignmentId"], {"ok": 1})
+        assert await rare_order(api, spec, 3) == [late_id] * 3
 
 
 async def test_no_bump_when_nothing_is_left_to_lift(
