@@ -7,9 +7,9 @@
 -- `bursts` world (HIGH projects arrive in bursts) HIGH's p95 wait was 0.25 h against
 -- priority-FIFO's 0.21, capped 0.22 (the rest is the scarce-skills-first order: 0.215
 -- without it), for 7 fewer deadlines met over 100 world-seeds, 798 against 805
--- (bench/RESULTS.md, 2026-12-06). A customer buys HIGH to be served before the classes below it; a deadline
--- redistributes among the rest. A bumped HIGH project keeps its lift (one level, and ahead
--- of every unbumped row in a scarce skill: routing_scarce_lift).
+-- (bench/RESULTS.md, 2026-12-06). A customer buys HIGH to be served before the classes
+-- below it; a deadline redistributes among the rest. A bumped HIGH project keeps its lift
+-- (one level, and ahead of every unbumped row in a scarce skill: routing_scarce_lift).
 CREATE OR REPLACE FUNCTION routing_eff_priority(project_priority integer, bumped boolean,
                                                 task_priority integer) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
