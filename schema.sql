@@ -1780,6 +1780,8 @@ CREATE TABLE public.expert_skills (
     pause_check_from integer DEFAULT 0 NOT NULL,
     pause_llr double precision DEFAULT 0 NOT NULL,
     pause_correct_from integer DEFAULT 0 NOT NULL,
+    starting_quality real NOT NULL,
+    granted_at timestamp with time zone DEFAULT public.taskroute_now() NOT NULL,
     CONSTRAINT expert_skills_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text])))
 );
 

@@ -309,6 +309,23 @@ class Settings:
         shown="generated, shared via the database",
     )
 
+    # An expert who could watch their own gold figures move after each submit would learn
+    # which task was gold, and (on binary tasks) its answer: they see them late and in bulk.
+    expert_quality_period: int = setting(
+        86400,
+        "TASKROUTE_EXPERT_QUALITY_PERIOD",
+        "an expert's own view of their gold figures and quality (`me { expert { skills } }`)"
+        " counts only gold answers submitted before the current period began (periods of this"
+        " many seconds from the Unix epoch, on the database clock: 86400 = midnight UTC);"
+        " admins and customers see the exact figures",
+    )
+    expert_quality_min_gold: int = setting(
+        10,
+        "TASKROUTE_EXPERT_QUALITY_MIN_GOLD",
+        "... and only once there are this many of them (before that: no gold figures, and the"
+        " admin-given quality)",
+    )
+
     def session_url(self, pooled_url: str) -> str:
         """Where session-scoped connections go, given the URL the pool uses."""
         return self.direct_database_url or pooled_url

@@ -361,7 +361,7 @@ async def test_customer_summary_reads_a_bounded_number_of_rows(
     )
     log.take()
     async with jobs.connection() as conn:
-        row = await conn.fetchrow(Q["customer_projects_summary"], customer)
+        row = await conn.fetchrow(Q["customer_projects_summary"], customer, None)
     assert too_many(log.take(), JOB_ROWS) == []
     recount = await db.fetchrow(
         "SELECT count(*) AS tasks, count(*) FILTER (WHERE t.status = 'done') AS done"

@@ -21,7 +21,7 @@ import asyncpg
 from taskroute.auth import Viewer, hash_token, new_token
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import BadInput, Conflict, NotFound
+from taskroute.errors import BadInput, Conflict, Forbidden, NotFound
 from taskroute.realtime import notify
 from taskroute.resolvers import cursors, paging
 from taskroute.resolvers import validation as v
@@ -212,12 +212,21 @@ async def expert_skills(db: Database, expert_id: UUID) -> list[asyncpg.Record]:
     return await db.fetch(Q["expert_skills_list"], expert_id)
 
 
+async def own_skills(db: Database, expert_id: UUID, period: int, min_gold: int) -> list[Any]:
+    """The expert's skills as the expert is shown them: gold figures and quality from gold
+    answers of past periods only, in bulk (queries/accounts.sql: expert_skills_own_view)."""
+    return await db.fetch(Q["expert_skills_own_view"], expert_id, max(1, period), min_gold)
+
+
 async def current_claim(db: Database, expert_id: UUID) -> asyncpg.Record | None:
     return await db.fetchrow(Q["expert_current_claim"], expert_id)
 
 
-async def projects_summary(db: Database, customer_id: UUID) -> asyncpg.Record:
-    row = await db.fetchrow(Q["customer_projects_summary"], customer_id)
+async def projects_summary(
+    db: Database, customer_id: UUID, project_id: UUID | None = None
+) -> asyncpg.Record:
+    """Over every project of the customer, or over `project_id` alone (a project token's)."""
+    row = await db.fetchrow(Q["customer_projects_summary"], customer_id, project_id)
     assert row is not None
     return row
 
@@ -340,11 +349,13 @@ async def set_status(db: Database, actor: str, expert_id: UUID, status: str, rea
 
 
 def _may_manage(viewer: Viewer, row: asyncpg.Record) -> bool:
-    """Admins manage every credential; an account holder their own account's."""
+    """Admins manage every credential; an account holder their own account's, and a token
+    limited to one project only that project's tokens (its scope is a ceiling)."""
     if viewer.role == "admin":
         return True
     if viewer.role == "customer":
-        return bool(row["customer_id"] == viewer.customer_id)
+        mine = row["customer_id"] == viewer.customer_id
+        return bool(mine and (viewer.project_id is None or row["project_id"] == viewer.project_id))
     return viewer.role == "expert" and bool(row["expert_id"] == viewer.expert_id)
 
 
@@ -358,18 +369,20 @@ def _owner(viewer: Viewer, customer_id: UUID | None, expert_id: UUID | None) -> 
         mine = viewer.customer_id if viewer.role == "customer" else viewer.expert_id
         if mine not in (customer_id, expert_id):
             raise NotFound("no such account")
-    if viewer.role == "customer":
-        return "customer", viewer.require_customer()
+    if viewer.role == "customer" and viewer.customer_id is not None:
+        # a project token acts on its own account too, within its project (callers check)
+        return "customer", viewer.customer_id
     return "expert", viewer.require_expert()
 
 
 async def list_credentials(
     db: Database, viewer: Viewer, customer_id: UUID | None, expert_id: UUID | None
 ) -> list[asyncpg.Record]:
+    """The account's credentials; a project token sees only its project's."""
     if viewer.role != "admin" or (customer_id is None and expert_id is None):
         role, owner = _owner(viewer, customer_id, expert_id)
         customer_id, expert_id = (owner, None) if role == "customer" else (None, owner)
-    return await db.fetch(Q["credentials_of"], customer_id, expert_id)
+    return await db.fetch(Q["credentials_of"], customer_id, expert_id, viewer.project_id)
 
 
 def _expiry(expires_at: datetime | None) -> datetime | None:
@@ -399,6 +412,13 @@ async def create_credential(
     label = "" if label in (None, "") else v.text(label, "label", LABEL_MAX)
     expires_at = _expiry(expires_at)
     reason = _reason(reason)
+    if viewer.project_id is not None and project_id != viewer.project_id:
+        # a project token issues tokens of its own project only, never wider ones
+        if project_id is None:
+            raise Forbidden(
+                "this token is limited to one project", project_id=str(viewer.project_id)
+            )
+        raise NotFound("no such project")
     if project_id is not None:
         if role != "customer":
             raise BadInput("only customer tokens can be limited to a project", field="projectId")

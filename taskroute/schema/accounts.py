@@ -60,7 +60,7 @@ class AccountSkill:
             pause_reason=r["status_reason"] if r["status"] == "paused" else None,
             status_at=r["status_at"],
             quality=r["quality"],
-            quality_source="gold" if r["gold_seen"] > 0 else "admin",
+            quality_source="gold" if r.get("measured", r["gold_seen"] > 0) else "admin",
             gold_seen=r["gold_seen"],
             gold_correct=r["gold_correct"],
             tasks_done=r["tasks_done"],
@@ -97,9 +97,23 @@ class Expert:
             last_seen_at=r["last_seen_at"],
         )
 
-    @strawberry.field
+    @strawberry.field(
+        description="Admins: the live figures. The expert's own view counts only gold answers "
+        "of past periods, once there are enough (TASKROUTE_EXPERT_QUALITY_PERIOD, "
+        "TASKROUTE_EXPERT_QUALITY_MIN_GOLD), so no single answer moves it."
+    )
     async def skills(self, info: Info) -> list[AccountSkill]:
-        rows = await accounts.expert_skills(info.context.db, parse_id(self.id))
+        expert_id = parse_id(self.id)
+        db = info.context.db
+        viewer = await info.context.viewer()
+        if viewer.role == "admin":
+            rows = await accounts.expert_skills(db, expert_id)
+        else:
+            # anyone else (the expert, through `me`) gets the delayed, aggregated figures
+            settings = info.context.settings
+            rows = await accounts.own_skills(
+                db, expert_id, settings.expert_quality_period, settings.expert_quality_min_gold
+            )
         return [AccountSkill.of(r) for r in rows]
 
     @strawberry.field(description="The live claim, if any.")
@@ -140,7 +154,10 @@ class Customer:
 
     @strawberry.field
     async def projects_summary(self, info: Info) -> ProjectsSummary:
-        r = await accounts.projects_summary(info.context.db, parse_id(self.id))
+        viewer = await info.context.viewer()
+        # a project token's summary counts its own project only
+        limit = viewer.project_id if viewer.role == "customer" else None
+        r = await accounts.projects_summary(info.context.db, parse_id(self.id), limit)
         return ProjectsSummary(**{k: r[k] for k in ProjectsSummary.__annotations__})
 
 

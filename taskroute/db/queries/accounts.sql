@@ -10,8 +10,8 @@ INSERT INTO experts (name, capabilities) VALUES ($1, $2) RETURNING id;
 
 -- name: expert_skills_insert
 -- $1 expert_id, $2 skills, $3 qualities (parallel arrays)
-INSERT INTO expert_skills (expert_id, skill, quality)
-SELECT $1, s.skill, s.quality FROM unnest($2::text[], $3::real[]) AS s(skill, quality);
+INSERT INTO expert_skills (expert_id, skill, quality, starting_quality)
+SELECT $1, s.skill, s.quality, s.quality FROM unnest($2::text[], $3::real[]) AS s(skill, quality);
 
 -- name: credential_insert
 -- $1 sha256(token), $2 role, $3 customer_id, $4 expert_id, $5 label, $6 expires_at,
@@ -62,10 +62,12 @@ WHERE c.id = $1;
 SELECT * FROM credentials WHERE id = $1 FOR UPDATE;
 
 -- name: credentials_of
--- $1 customer_id or NULL, $2 expert_id or NULL: the account's credentials, newest first.
+-- $1 customer_id or NULL, $2 expert_id or NULL: the account's credentials, newest first;
+-- $3 project_id or NULL: only the tokens limited to that project (what a project token sees).
 SELECT c.*, u.last_used_at FROM credentials c
 LEFT JOIN credential_last_use u ON u.credential_id = c.id
-WHERE ($1::uuid IS NOT NULL AND c.customer_id = $1) OR ($2::uuid IS NOT NULL AND c.expert_id = $2)
+WHERE (($1::uuid IS NOT NULL AND c.customer_id = $1) OR ($2::uuid IS NOT NULL AND c.expert_id = $2))
+  AND ($3::uuid IS NULL OR c.project_id = $3)
 ORDER BY c.created_at DESC, c.id;
 
 -- name: credential_revoke
@@ -84,23 +86,26 @@ WHERE id = $1 RETURNING *;
 SELECT * FROM customers WHERE id = $1;
 
 -- name: customer_projects_summary
--- $1 customer id. Project counts by status and task counts by state (gold servings left
--- out), over all projects: from the maintained counts (task_counts.sql), index probes per
--- project, not a recount of every task the customer ever had.
+-- $1 customer id, $2 project id or NULL. Project counts by status and task counts by state
+-- (gold servings left out), over all projects ($2 set: that one project only, what a project
+-- token may see): from the maintained counts (task_counts.sql), index probes per project,
+-- not a recount of every task the customer ever had.
+WITH mine AS (
+    SELECT id, status FROM projects
+    WHERE customer_id = $1 AND ($2::uuid IS NULL OR id = $2)
+)
 SELECT
-    (SELECT count(*) FROM projects WHERE customer_id = $1)::int AS projects,
-    (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'active')::int AS active,
-    (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'completed')::int
-        AS completed,
-    (SELECT count(*) FROM projects WHERE customer_id = $1 AND status = 'canceled')::int
-        AS canceled,
+    (SELECT count(*) FROM mine)::int AS projects,
+    (SELECT count(*) FROM mine WHERE status = 'active')::int AS active,
+    (SELECT count(*) FROM mine WHERE status = 'completed')::int AS completed,
+    (SELECT count(*) FROM mine WHERE status = 'canceled')::int AS canceled,
     coalesce(sum(c.n), 0)::int AS tasks,
     coalesce(sum(c.n) FILTER (WHERE c.status = 'done'), 0)::int AS done,
     coalesce(sum(c.n) FILTER (WHERE c.status IN ('open', 'pending', 'claimed')), 0)::int
         AS remaining
-FROM projects p
+FROM mine p
 CROSS JOIN LATERAL ({{ task_counts_of(p.id) }}) c
-WHERE p.customer_id = $1 AND NOT c.gold;
+WHERE NOT c.gold;
 
 -- name: customers_page
 -- $1 name search (substring, case-insensitive; NULL: all), $2 after created_at, $3 after id
@@ -136,9 +141,45 @@ LIMIT $6;
 SELECT skill, status, status_reason, status_at, quality, gold_seen, gold_correct, tasks_done
 FROM expert_skills WHERE expert_id = $1 ORDER BY skill;
 
+-- name: expert_skills_own_view
+-- $1 expert id, $2 period (seconds), $3 least gold answers shown. What the expert is shown of
+-- their own skills: gold figures and quality count only the gold answers submitted before the
+-- start of the current period on the database clock (periods aligned to the Unix epoch: a
+-- day's starts at midnight UTC), and only once there are $3 of them; until then, none, and the
+-- admin-given quality. So no single submit, gold or real, moves what the expert sees: a
+-- period's answers show together, after it ends. Status (a pause) shows at once.
+WITH cut AS (
+    SELECT to_timestamp(floor(extract(epoch FROM taskroute_now()) / $2) * $2) AS at
+),
+g AS (
+    SELECT t.skill, count(*)::int AS seen,
+           count(*) FILTER (
+               WHERE taskroute_gold_correct(a.answer, i.gold_answer, q.answer_field))::int
+               AS correct
+    FROM assignments a
+    JOIN tasks t ON t.id = a.task_id AND t.kind = 'gold'
+    JOIN items i ON i.id = a.item_id
+    JOIN project_quality q ON q.project_id = a.project_id
+    JOIN expert_skills s ON s.expert_id = a.expert_id AND s.skill = t.skill
+    CROSS JOIN cut
+    WHERE a.expert_id = $1 AND a.status = 'submitted'
+      AND a.submitted_at < cut.at AND a.submitted_at >= s.granted_at
+    GROUP BY t.skill
+)
+SELECT s.skill, s.status, s.status_reason, s.status_at, s.tasks_done,
+       coalesce(g.seen, 0) >= $3 AS measured,
+       CASE WHEN coalesce(g.seen, 0) >= $3 THEN g.seen ELSE 0 END AS gold_seen,
+       CASE WHEN coalesce(g.seen, 0) >= $3 THEN g.correct ELSE 0 END AS gold_correct,
+       CASE WHEN coalesce(g.seen, 0) >= $3 THEN (1 + g.correct)::real / (2 + g.seen)
+            ELSE s.starting_quality END AS quality
+FROM expert_skills s
+LEFT JOIN g ON g.skill = s.skill
+WHERE s.expert_id = $1
+ORDER BY s.skill;
+
 -- name: expert_skill_grant
 -- $1 expert id, $2 skill, $3 starting quality. NULL when the expert already holds the skill.
-INSERT INTO expert_skills (expert_id, skill, quality) VALUES ($1, $2, $3)
+INSERT INTO expert_skills (expert_id, skill, quality, starting_quality) VALUES ($1, $2, $3, $3)
 ON CONFLICT (expert_id, skill) DO NOTHING
 RETURNING skill;
 
@@ -152,8 +193,9 @@ SELECT * FROM expert_skills WHERE expert_id = $1 AND skill = $2 FOR UPDATE;
 DELETE FROM expert_skills WHERE expert_id = $1 AND skill = $2 RETURNING *;
 
 -- name: expert_skill_set_quality
--- $1 expert id, $2 skill, $3 quality.
-UPDATE expert_skills SET quality = $3 WHERE expert_id = $1 AND skill = $2 RETURNING *;
+-- $1 expert id, $2 skill, $3 quality (admin-given: the expert's own view shows it too).
+UPDATE expert_skills SET quality = $3, starting_quality = $3
+WHERE expert_id = $1 AND skill = $2 RETURNING *;
 
 -- name: expert_set_capabilities
 -- $1 expert id, $2 capability tags.
