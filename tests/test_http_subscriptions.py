@@ -4,11 +4,14 @@ the client asks for neither stream nor WebSocket."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+
+from taskroute.resolvers.ingest import ASYNC_MIN_TASKS
 
 from .helpers import ADMIN_TOKEN, Api, tasks_of
 
@@ -119,3 +122,41 @@ async def test_subscription_without_a_stream_is_a_request_error(api: Api) -> Non
     assert r.status_code == 400, r.text
     message = r.json()["errors"][0]["message"]
     assert "text/event-stream" in message and "WebSocket" in message
+
+
+ADD_TASKS = "mutation($p: ID!, $t: [TaskInput!]!) { addTasks(projectId: $p, tasks: $t) { added } }"
+
+
+async def test_progress_pushes_on_added_tasks(api: Api) -> None:
+    """addTasks (GraphQL, REST, and a batch big enough to be ingested in the background) is a
+    change like a claim: the stream hears it without waiting for one."""
+    customer, project_id, _ = await project_with_expert(api)
+    body = {"query": PROGRESS, "variables": {"p": project_id}}
+    headers = {"Authorization": f"Bearer {customer['token']}", "Accept": SSE}
+    async with api.http.stream("POST", "/graphql", json=body, headers=headers) as response:
+        events = sse_events(response)
+
+        async def total_reaches(n: int) -> None:
+            async def seen() -> None:
+                async for event, payload in events:
+                    assert event == "next", (event, payload)
+                    if payload["data"]["projectProgress"]["total"] == n:
+                        return
+
+            await asyncio.wait_for(seen(), 10)
+
+        await total_reaches(3)
+        await api.gql(ADD_TASKS, {"p": project_id, "t": tasks_of("grading", 2)}, customer["token"])
+        await total_reaches(5)
+        r = await api.rest(
+            "POST", f"/v1/projects/{project_id}/tasks", customer["token"],
+            json={"tasks": tasks_of("grading", 1)},
+        )  # fmt: skip
+        assert r.status_code in (200, 201), r.text
+        await total_reaches(6)
+        r = await api.rest(
+            "POST", f"/v1/projects/{project_id}/tasks", customer["token"],
+            json={"tasks": tasks_of("grading", ASYNC_MIN_TASKS)},
+        )  # fmt: skip
+        assert r.status_code == 202, r.text
+        await total_reaches(6 + ASYNC_MIN_TASKS)
