@@ -292,6 +292,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         jobs.every("routing", settings.routing_interval, routing)
         jobs.every("task-count compaction", settings.counts_interval, compaction)
         jobs.every("table hygiene", settings.hygiene_interval, hygiene)
+        credentials = services.credentials
+        if credentials is not None:
+
+            async def credential_expiry() -> None:
+                await credentials.expire_pass(jobs_db)
+
+            # tokens expiring by the database's clock end their streams within about a second
+            jobs.every("credential expiry", min(1.0, settings.sweep_interval), credential_expiry)
         blobs = open_blob_store(settings.blob_url, settings.data_dir, settings.blob_concurrency)
         services.blobs = blobs
         secret = await payloads.load_secret(services.db, settings.url_secret)

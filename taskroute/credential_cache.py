@@ -91,6 +91,8 @@ class CredentialCache:
         # bumped by every invalidation: a lookup that saw another value when it began is not
         # stored (what it read may predate the change just announced)
         self._epoch = 0
+        # the database's time at the last `expire_pass` (None: not run yet)
+        self._expiry_seen: datetime | None = None
         self.hits = 0
         self.misses = 0  # trusted lookups that went to the database
         self.bypasses = 0  # lookups that went to the database because the cache was untrusted
@@ -206,6 +208,16 @@ class CredentialCache:
         self._epoch += 1
         self._entries.clear()
         self._by_expert.clear()
+
+    async def expire_pass(self, db: Database) -> None:
+        """Invalidate the tokens that expired by the database's clock since the last pass, as
+        a notice would: a stream watched by wall-clock time alone would outlive its token when
+        the database's clock runs ahead (or is moved ahead, in tests)."""
+        row = await db.fetchrow(Q["credentials_expired_since"], self._expiry_seen)
+        assert row is not None
+        self._expiry_seen = row["now"]
+        for token_hash in row["expired"]:
+            self.invalidate(bytes(token_hash).hex())
 
     def watch_stream(self, db: Database, token_hash: bytes, viewer: Viewer) -> StreamEnd:
         """An HTTP subscription stream of `viewer` (authenticated with `token_hash`): its

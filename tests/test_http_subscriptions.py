@@ -10,10 +10,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 
 from taskroute.resolvers.ingest import ASYNC_MIN_TASKS
 
+from .clock import DbClock
 from .helpers import ADMIN_TOKEN, Api, tasks_of
+from .test_credential_cache import MARGIN
+from .ws import TASK_AVAILABLE
 
 PROGRESS = "subscription($p: ID!) { projectProgress(projectId: $p) { total open claimed done } }"
 SSE = "text/event-stream"
@@ -160,3 +164,65 @@ async def test_progress_pushes_on_added_tasks(api: Api) -> None:
         )  # fmt: skip
         assert r.status_code == 202, r.text
         await total_reaches(6 + ASYNC_MIN_TASKS)
+
+
+REVOKE = 'mutation($i: ID!) { revokeCredential(id: $i, reason: "leaked") { id } }'
+ROTATE = "mutation($i: ID!, $g: Int!) { rotateCredential(id: $i, graceSeconds: $g) { token } }"
+DEACTIVATE = (
+    'mutation($e: ID!) { deactivateExpert(expertId: $e, reason: "left") { leasesReleased } }'
+)
+
+
+async def stream_payloads(response: httpx.Response, accept: str) -> AsyncIterator[Any]:
+    """The GraphQL results a stream carries, whichever transport (SSE: until `complete`)."""
+    if accept == SSE:
+        async for event, payload in sse_events(response):
+            if event == "complete":
+                return
+            yield payload
+    else:
+        async for part in multipart_payloads(response):
+            yield part["payload"]
+
+
+@pytest.mark.parametrize("accept", [SSE, MULTIPART], ids=["sse", "multipart"])
+@pytest.mark.parametrize("cause", ["revoked", "grace ended", "deactivated"])
+async def test_stream_ends_when_its_credential_stops_authenticating(
+    api: Api, clock: DbClock, accept: str, cause: str
+) -> None:
+    """As a WebSocket closes (tests/test_credentials.py): within a second, with the coded
+    error, and no event after it."""
+    customer, project_id, expert = await project_with_expert(api)
+    cid = (await api.gql("{ me { credentialId } }", token=expert["token"]))["me"]["credentialId"]
+    if cause == "grace ended":
+        # long enough that only the database's clock (moved below) can end it
+        await api.gql(ROTATE, {"i": cid, "g": 3600}, expert["token"])
+    body = {"query": TASK_AVAILABLE, "variables": {"s": ["grading"]}}
+    headers = {"Authorization": f"Bearer {expert['token']}", "Accept": accept}
+    async with api.http.stream("POST", "/graphql", json=body, headers=headers) as response:
+        assert response.status_code == 200
+        payloads = stream_payloads(response, accept)
+        first = await asyncio.wait_for(anext(payloads), 10)  # open tasks: a hint at once
+        assert first["data"]["taskAvailable"]["projectId"] == project_id
+        if cause == "revoked":
+            await api.gql(REVOKE, {"i": cid}, ADMIN_TOKEN)
+        elif cause == "grace ended":
+            await clock.advance(3601)
+        else:
+            await api.gql(DEACTIVATE, {"e": expert["id"]}, ADMIN_TOKEN)
+        # Wake-ups keep coming to a stream that is not ended: tasks keep opening.
+        await api.gql(ADD_TASKS, {"p": project_id, "t": tasks_of("grading", 1)}, customer["token"])
+
+        async def rest() -> list[Any]:
+            return [p async for p in payloads]
+
+        try:
+            after = await asyncio.wait_for(rest(), 1.0 + MARGIN)
+        except TimeoutError:
+            pytest.fail(f"the stream went on after its credential was {cause}")
+    assert after, "the stream ended without saying why"
+    assert after[-1]["data"] is None
+    assert after[-1]["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    # Refused as its requests are (the stream did not end early).
+    r = await api.http.post("/graphql", json=body, headers=headers)
+    assert r.status_code == 401
