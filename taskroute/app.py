@@ -253,15 +253,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         hub = Hub(listener, services.db, tickets=tickets)
         await hub.start()
         services.hub = hub
-        if settings.credential_cache_size > 0:
-            # Trusted only through the hub's LISTEN connection: attached (and so used) only
-            # once revocations reach it; see credential_cache.py.
-            cache = CredentialCache(
-                settings.credential_cache_size, settings.credential_cache_max_age
-            )
-            await hub.listen(CREDENTIALS_CHANNEL, cache.invalidate, cache.resync)
-            cache.attach(hub)
-            services.credentials = cache
+        # A deactivated expert's waiters leave the wake-up rotation as the notice arrives.
+        await hub.listen(CREDENTIALS_CHANNEL, hub.expert_status_changed)
+        # Trusted only through the hub's LISTEN connection: attached (and so used) only once
+        # revocations reach it; see credential_cache.py. Made even when it may remember no
+        # token (size 0): it is also what ends the streams of revoked credentials.
+        cache = CredentialCache(settings.credential_cache_size, settings.credential_cache_max_age)
+        await hub.listen(CREDENTIALS_CHANNEL, cache.invalidate, cache.resync)
+        cache.attach(hub)
+        services.credentials = cache
         # Subscriptions would miss events while the listener is down: not ready then.
         services.readiness["listener"] = hub.ready
         # A draining process is not ready, so load balancers that probe stop sending to it.
@@ -292,6 +292,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         jobs.every("routing", settings.routing_interval, routing)
         jobs.every("task-count compaction", settings.counts_interval, compaction)
         jobs.every("table hygiene", settings.hygiene_interval, hygiene)
+
+        async def credential_expiry() -> None:
+            await cache.expire_pass(jobs_db)
+
+        # tokens expiring by the database's clock end their streams within about a second
+        jobs.every("credential expiry", min(1.0, settings.sweep_interval), credential_expiry)
         blobs = open_blob_store(settings.blob_url, settings.data_dir, settings.blob_concurrency)
         services.blobs = blobs
         secret = await payloads.load_secret(services.db, settings.url_secret)

@@ -26,11 +26,12 @@ Last use: a hit records the credential's use in memory (`LastUse`); one batched
 statement per `flush_interval` (a minute) writes them, off any request, so the hot path stays
 one statement per claim. A miss records it in the lookup statement itself.
 
-Open WebSockets: `watch` registers a connection with its token; an invalidation of
-that token (or of its expert, or everything) re-checks it against the database and closes it
-(4403) when the token no longer authenticates, and an expiring token's connections are closed
-when it expires. So a revocation closes its subscriptions on every process, as it refuses
-its requests.
+Open streams: `sockets.watch` registers a WebSocket connection, `watch_stream` an HTTP
+subscription stream (SSE, multipart), with its token; an invalidation of that token (or of
+its expert, or everything) re-checks it against the database and ends it (a WebSocket with
+4403, a stream with an UNAUTHENTICATED error and its end) when the token no longer
+authenticates, and an expiring token's streams are ended when it expires. So a revocation ends
+its subscriptions on every process, whatever their transport, as it refuses its requests.
 
 Only successful lookups are cached. An unknown or revoked token costs one indexed query every
 time, as before: caching misses would let anyone fill the cache with junk (evicting real
@@ -50,7 +51,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from taskroute.auth import Viewer
+from taskroute.auth import Viewer, load_viewer
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 
@@ -90,6 +91,8 @@ class CredentialCache:
         # bumped by every invalidation: a lookup that saw another value when it began is not
         # stored (what it read may predate the change just announced)
         self._epoch = 0
+        # the database's time at the last `expire_pass` (None: not run yet)
+        self._expiry_seen: datetime | None = None
         self.hits = 0
         self.misses = 0  # trusted lookups that went to the database
         self.bypasses = 0  # lookups that went to the database because the cache was untrusted
@@ -206,6 +209,35 @@ class CredentialCache:
         self._entries.clear()
         self._by_expert.clear()
 
+    async def expire_pass(self, db: Database) -> None:
+        """Invalidate the tokens that expired by the database's clock since the last pass, as
+        a notice would: a stream watched by wall-clock time alone would outlive its token when
+        the database's clock runs ahead (or is moved ahead, in tests)."""
+        row = await db.fetchrow(Q["credentials_expired_since"], self._expiry_seen)
+        assert row is not None
+        self._expiry_seen = row["now"]
+        for token_hash in row["expired"]:
+            self.invalidate(bytes(token_hash).hex())
+
+    def watch_stream(self, db: Database, token_hash: bytes, viewer: Viewer) -> StreamEnd:
+        """An HTTP subscription stream of `viewer` (authenticated with `token_hash`): its
+        `ended` is set when the token stops authenticating; call its `unwatch` when the stream
+        ends by itself."""
+        end = StreamEnd()
+
+        async def recheck() -> Viewer | None:
+            return await load_viewer(db, token_hash)
+
+        async def close(reason: str) -> None:
+            end.reason = reason
+            end.ended.set()
+
+        def is_open() -> bool:
+            return not end.ended.is_set() and not end.finished
+
+        end.forget = self.sockets.watch(token_hash, viewer, recheck, close, is_open)
+        return end
+
     def stats(self) -> dict[str, Any]:
         return {
             "trusted": self.trusted,
@@ -266,6 +298,21 @@ class LastUse:
                 self._pending.setdefault(cid, at)
 
 
+class StreamEnd:
+    """Tells an HTTP subscription stream to end: its credential no longer authenticates."""
+
+    def __init__(self) -> None:
+        self.ended = asyncio.Event()
+        self.reason = ""
+        self.finished = False
+        self.forget: Callable[[], None] = lambda: None
+
+    def unwatch(self) -> None:
+        """The stream is over (by itself or not): stop watching it."""
+        self.finished = True
+        self.forget()
+
+
 @dataclass(eq=False)
 class _Watched:
     token_hash: bytes
@@ -277,7 +324,8 @@ class _Watched:
 
 
 class SocketWatch:
-    """Open WebSocket connections by token: closed when their token stops authenticating."""
+    """Open WebSocket connections and HTTP subscription streams by token: closed when their
+    token stops authenticating."""
 
     def __init__(self) -> None:
         self._by_hash: dict[bytes, set[_Watched]] = {}
@@ -295,8 +343,9 @@ class SocketWatch:
         recheck: Callable[[], Awaitable[Viewer | None]],
         close: Callable[[str], Awaitable[None]],
         is_open: Callable[[], bool],
-    ) -> None:
-        """Call on the event loop once the connection is accepted (authenticated)."""
+    ) -> Callable[[], None]:
+        """Call on the event loop once the connection is accepted (authenticated). Returns
+        what forgets it at once (else it is forgotten once `is_open` says it has ended)."""
         if self._count >= self._prune_at:
             self._prune()
         w = _Watched(token_hash, viewer, recheck, close, is_open)
@@ -306,6 +355,7 @@ class SocketWatch:
             delay = (viewer.expires_at - datetime.now(UTC)).total_seconds()
             loop = asyncio.get_running_loop()
             w.expiry = loop.call_later(max(delay, 0.0), lambda: self._check([w]))
+        return lambda: self._forget(w)
 
     def _prune(self) -> None:
         """Forget connections that ended by themselves (no hook tells us when they do)."""

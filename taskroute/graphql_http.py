@@ -29,9 +29,11 @@ What strawberry 0.341 does by itself, and what this module changes:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
-from collections.abc import Coroutine, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any
 
 from cross_web import HTTPException
@@ -39,8 +41,10 @@ from graphql import FieldNode, GraphQLError, OperationDefinitionNode, OperationT
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData, process_result
+from strawberry.http.streaming import HTTPStreamTransport
 from strawberry.schema.exceptions import (
     CannotGetOperationTypeError,
     InvalidOperationTypeError,
@@ -54,7 +58,8 @@ from strawberry.subscriptions import (
 from strawberry.types import ExecutionResult
 
 from taskroute.admission import Priority
-from taskroute.auth import authenticate
+from taskroute.auth import Viewer, authenticate, hash_token, parse_bearer
+from taskroute.credential_cache import CredentialCache, StreamEnd
 from taskroute.errors import TaskrouteError, Unavailable
 from taskroute.schema.limits import MAX_TOKENS
 from taskroute.schema.pipeline import parse_cached
@@ -211,11 +216,18 @@ class SpecGraphQL(GraphQL[Any, None]):
             if refused is not None:
                 await refused(scope, receive, send)
                 return
+        # A stream ends when its credential stops authenticating, as a WebSocket closes.
+        end = _watch_stream(request) if streaming and not wants_ide else None
+        request.state.stream_end = end
         try:
-            response = await self.run(request)
-        except HTTPException as exc:
-            response = self._http_error(request, exc)
-        await response(scope, receive, send)
+            try:
+                response = await self.run(request)
+            except HTTPException as exc:
+                response = self._http_error(request, exc)
+            await response(scope, receive, send)
+        finally:
+            if end is not None:
+                end.unwatch()
 
     async def _authenticate(self, request: Request) -> Response | None:
         """Authenticate before anything else (see the module doc); the viewer is kept for the
@@ -355,6 +367,19 @@ class SpecGraphQL(GraphQL[Any, None]):
             protocol=transport.protocol if transport else "http",
         )
 
+    async def create_streaming_response(
+        self,
+        request: Request | WebSocket,
+        stream: Callable[[], AsyncIterator[str]],
+        sub_response: Response,
+        headers: Mapping[str, str],
+    ) -> Response:
+        end: StreamEnd | None = getattr(request.state, "stream_end", None)
+        transport = self._get_stream_transport_from_headers(request.headers)
+        if end is not None and transport is not None:
+            stream = _until_ended(stream, end, transport, self.encode_json_string)
+        return await super().create_streaming_response(request, stream, sub_response, headers)
+
     async def get_sub_response(self, request: Request) -> Response:  # type: ignore[override]
         sub = SpecSubResponse()
         sub.status_code = None  # type: ignore[assignment]
@@ -455,6 +480,58 @@ def _claim_fields(body: bytes, parse_json: Any) -> list[tuple[str, FieldNode]]:
             return []
         fields.append((node.alias.value if node.alias else node.name.value, node))
     return fields
+
+
+def _watch_stream(request: Request) -> StreamEnd | None:
+    """Watch a subscription stream's credential (see credential_cache.py); None for the
+    admin token (held in memory: nothing revokes it) or without a credential cache."""
+    cache: CredentialCache | None = request.state.services.credentials
+    viewer: Viewer = request.state.viewer
+    token = parse_bearer(request.headers.get("authorization"))
+    if cache is None or viewer.credential_id is None or token is None:
+        return None
+    return cache.watch_stream(request.state.services.db, hash_token(token), viewer)
+
+
+def _until_ended(
+    stream: Callable[[], AsyncIterator[str]],
+    end: StreamEnd,
+    transport: HTTPStreamTransport,
+    encode_json: Callable[[object], str],
+) -> Callable[[], AsyncGenerator[str, None]]:
+    """`stream`, until `end` says its credential no longer authenticates: then the coded
+    error and the transport's end, as a subscription that failed (and the stream's own
+    generators are closed, which ends the subscription and frees its slot)."""
+
+    async def until_ended() -> AsyncGenerator[str, None]:
+        chunks = aiter(stream())
+        ended = asyncio.ensure_future(end.ended.wait())
+        step: asyncio.Future[str] | None = None
+        try:
+            while True:
+                step = asyncio.ensure_future(anext(chunks))
+                await asyncio.wait((step, ended), return_when=asyncio.FIRST_COMPLETED)
+                if ended.done():
+                    error = {"message": end.reason, "extensions": {"code": "UNAUTHENTICATED"}}
+                    yield transport.encode_next({"data": None, "errors": [error]}, encode_json)
+                    yield transport.encode_complete()
+                    return
+                try:
+                    yield step.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            ended.cancel()
+            if step is not None and not step.done():
+                # ends the stream's generator (a pending step cannot be closed otherwise)
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await step
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return until_ended
 
 
 def _error_response(status: int, message: str, media: str, code: str) -> Response:

@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import json
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import pytest
@@ -17,10 +18,20 @@ import pytest_asyncio
 from taskroute.realtime import notify
 from taskroute.realtime.backend import LISTENER_APPLICATION_NAME
 from taskroute.realtime.channels import skill_channel, tasks_payloads
-from taskroute.realtime.hub import TaskWaiter
+from taskroute.realtime.hub import Hub, TaskWaiter
+from taskroute.realtime.tickets import Ticket
 
 from .clock import DbClock
-from .helpers import ADMIN_TOKEN, Api, DbRoute, InProcessServer, settings_for, tasks_of
+from .helpers import (
+    ADMIN_TOKEN,
+    Api,
+    DbRoute,
+    InProcessServer,
+    serving,
+    settings_for,
+    tasks_of,
+    wait_for,
+)
 from .procs import ServeProcess
 from .ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, Rejected, WsClient
 
@@ -716,3 +727,59 @@ async def test_backend_works_behind_broadcasters_interface(database_url: str) ->
             assert (event.channel, event.message) == ("tr.test", "hello")
         assert backend.healthy
     assert not backend.healthy
+
+
+async def test_deactivated_expert_is_not_woken(database_url: str, tmp_path: Path) -> None:
+    """A deactivated expert's wake-up would sit out the ack window (long here) before the
+    task reached anyone else: the active expert behind it in the rotation gets it at once."""
+    settings = settings_for(database_url, tmp_path, wake_coordination=True, wake_ack_seconds=600)
+    async with serving(settings) as api:
+        customer = await api.create_customer()
+        gone = await api.create_expert(["grading"], name="gone")
+        stays = await api.create_expert(["grading"], name="stays")
+        # `gone` first, so first in the rotation; over SSE, a stream nothing else reads
+        body = {"query": TASK_AVAILABLE, "variables": {"s": ["grading"]}}
+        headers = {"Authorization": f"Bearer {gone['token']}", "Accept": "text/event-stream"}
+        async with api.http.stream("POST", "/graphql", json=body, headers=headers):
+            await wait_for_waiters(api, 1)
+            sub = await subscribe_tasks(api, stays["token"], ["grading"])
+            try:
+                await wait_for_waiters(api, 2)
+                await api.gql(
+                    'mutation($e: ID!) { deactivateExpert(expertId: $e, reason: "left") {'
+                    " leasesReleased } }",
+                    {"e": gone["id"]},
+                    ADMIN_TOKEN,
+                )
+                created = await api.create_project(customer["token"], tasks_of("grading", 1))
+                event = await sub.next(timeout=10)
+                assert event["data"]["taskAvailable"]["projectId"] == created["project"]["id"]
+            finally:
+                await sub.close()
+
+
+async def test_status_notice_takes_the_experts_waiters_out_of_the_rotation_at_once() -> None:
+    """Before the database is asked: no hint handled after the notice can reach them."""
+
+    class Db:
+        status = "disabled"
+
+        async def fetchrow(self, query: str, *args: Any) -> dict[str, Any]:
+            return {"status": self.status}
+
+    db = Db()
+    hub = Hub(cast(Any, None), cast(Any, db))
+    gone, stays = TaskWaiter(uuid.uuid4(), ["grading"]), TaskWaiter(uuid.uuid4(), ["grading"])
+    for w in (gone, stays):
+        hub._rotation.setdefault("grading", OrderedDict())[w.id] = w
+    ticket = Ticket("k", "grading", str(uuid.uuid4()), 1, 0.0)
+    assert hub.candidates(ticket, 1) == [gone]
+    hub.expert_status_changed(str(gone.expert_id))
+    assert hub.candidates(ticket, 1) == [stays]
+    await wait_for(lambda: not hub._held_checks, "the status check")
+    assert hub.candidates(ticket, 1) == [stays] and not hub.deliverable(gone)
+    # reactivated: a candidate again once the database says so
+    db.status = "active"
+    hub.expert_status_changed(str(gone.expert_id))
+    await wait_for(lambda: not hub._held_checks, "the status check")
+    assert hub.candidates(ticket, 1) == [gone]

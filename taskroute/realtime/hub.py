@@ -55,7 +55,7 @@ class TaskWaiter:
     alone is ~700 bytes): ten thousand idle subscribers on one process must stay cheap."""
 
     __slots__ = ("id", "expert_id", "skills", "quality", "reserved", "closed", "started",
-                 "_pending", "_sending", "_wakeup")  # fmt: skip
+                 "held", "_pending", "_sending", "_wakeup")  # fmt: skip
 
     def __init__(
         self, expert_id: UUID, skills: Sequence[str], quality: dict[str, float] | None = None
@@ -68,6 +68,9 @@ class TaskWaiter:
         self.reserved = False  # a candidate in a wake-ticket take that is running
         self.closed = False
         self.started = False  # registered and caught up (counted in task_waiters)
+        # its expert's status changed (deactivated, until the database says otherwise): never
+        # a candidate, so a wake-up goes to someone who can claim, not into an ack window
+        self.held = False
         # skill -> (project id or None for a re-check, wake delivery id or None)
         self._pending: dict[str, tuple[str | None, int | None]] = {}
         self._sending: int | None = None  # delivery of the hint being sent
@@ -101,6 +104,12 @@ class TaskWaiter:
         skill = next(iter(self._pending))
         project_id, self._sending = self._pending.pop(skill)
         return Hint(skill, project_id)
+
+    def drop_pending(self) -> list[int]:
+        """Forget the hints not yet sent; returns their wake deliveries (to hand back)."""
+        held = [d for _, d in self._pending.values() if d is not None]
+        self._pending.clear()
+        return held
 
     def undelivered(self) -> list[int]:
         """Wake deliveries whose hint has not reached the subscriber (it is leaving)."""
@@ -170,8 +179,9 @@ class Hub:
         self._dirty_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         # channels other components listen to through the hub (see `listen`)
-        self._handlers: dict[str, Callable[[str], None]] = {}
+        self._handlers: dict[str, list[Callable[[str], None]]] = {}
         self._resync_hooks: list[Callable[[], None]] = []
+        self._held_checks: set[asyncio.Task[None]] = set()
         self._started_waiters = 0
         self.wakeups = 0  # hints handed to waiters (tests and the bench read it)
         self.events = 0
@@ -211,7 +221,7 @@ class Hub:
         whenever events may have been lost (after a reconnect or a queue overflow), for as
         long as the hub runs. Both run on the dispatch task: they must be quick and must not
         block. Returns once the channel is LISTENed to, or will be on the next connect."""
-        self._handlers[channel] = on_event
+        self._handlers.setdefault(channel, []).append(on_event)
         if on_resync is not None:
             self._resync_hooks.append(on_resync)
         await self.backend.subscribe(channel)
@@ -288,7 +298,12 @@ class Hub:
             for skill in waiter.skills:
                 await self._listening(skill)
             # Re-read after LISTEN: anything that opened before is visible now.
-            for r in await self.db.fetch(Q["expert_skills_available"], expert_id, skills):
+            rows = await self.db.fetch(Q["expert_skills_available"], expert_id, skills)
+            if not rows:
+                # deactivated meanwhile (its status notice may have come before we registered)
+                await self.close_waiter(waiter)
+                return None
+            for r in rows:
                 if r["project_id"] is not None and r["skill"] in waiter.skills:
                     waiter.offer(r["skill"], str(r["project_id"]))
         except BaseException:
@@ -358,6 +373,7 @@ class Hub:
             if (
                 waiter.idle
                 and not waiter.reserved
+                and not waiter.held
                 and waiter.quality.get(ticket.skill, 1.0) >= least
                 and not (ticket.skip and str(waiter.expert_id) in ticket.skip)
             ):
@@ -367,7 +383,7 @@ class Hub:
         return found
 
     def deliverable(self, waiter: TaskWaiter) -> bool:
-        return not waiter.closed and waiter.idle
+        return not waiter.closed and not waiter.held and waiter.idle
 
     def deliver(
         self, waiter: TaskWaiter, skill: str, project_id: str, delivery: int | None
@@ -378,6 +394,43 @@ class Hub:
             rotation.move_to_end(waiter.id)  # fairness: the next task goes to someone else
         self.wakeups += 1
         metrics.WAKEUPS.inc()
+
+    def expert_status_changed(self, payload: str) -> None:
+        """A `taskroute_credentials` notice (0007): for an expert id, its status changed. Its
+        waiters stop being candidates at once, before any later hint is handled; the
+        database then says whether it is active (they are woken again) or not (their unsent
+        hints are handed back for someone else; their streams are being ended meanwhile)."""
+        try:
+            expert_id = UUID(payload.strip())
+        except ValueError:
+            return  # a token hash or '*': not an expert's status
+        waiters = {
+            w.id: w for r in self._rotation.values() for w in r.values() if w.expert_id == expert_id
+        }
+        if not waiters:
+            return
+        for waiter in waiters.values():
+            waiter.held = True
+        task = asyncio.get_running_loop().create_task(
+            self._settle_held(expert_id, list(waiters.values()))
+        )
+        self._held_checks.add(task)
+        task.add_done_callback(self._held_checks.discard)
+
+    async def _settle_held(self, expert_id: UUID, waiters: list[TaskWaiter]) -> None:
+        try:
+            row = await self.db.fetchrow(Q["expert_get"], expert_id)
+        except Exception:
+            # Held they stay: their streams end, or a new subscription registers anew.
+            log.warning("could not read expert %s's status", expert_id, exc_info=True)
+            row = None
+        if row is not None and row["status"] == "active":
+            for waiter in waiters:
+                waiter.held = False
+            return
+        returned = [d for waiter in waiters for d in waiter.drop_pending()]
+        if returned and self.tickets is not None:
+            self.tickets.hand_back(returned)
 
     def _resync_all(self) -> None:
         seen: set[int] = set()
@@ -470,9 +523,13 @@ class Hub:
                     log.exception("resync hook %r failed", hook)
             self._resync_all()
             return
-        handler = self._handlers.get(event.channel)
-        if handler is not None:
-            handler(str(event.message))
+        handlers = self._handlers.get(event.channel)
+        if handlers is not None:
+            for handler in handlers:
+                try:
+                    handler(str(event.message))
+                except Exception:  # one failing must not keep the others from hearing it
+                    log.exception("handler %r of %s failed", handler, event.channel)
             return
         data = parse(event.message)
         if event.channel == PROGRESS_CHANNEL:

@@ -114,6 +114,7 @@ async def add_tasks(
             # a completed project is active again
             await projects.settle(conn, [project_id])
             project = await conn.fetchrow(Q["project_get"], project_id, None)
+        notify.progress_changed(project_id)
         return Added(project, accepted=False, added=added)
     # Checked before the request is written to the store, as in the synchronous path.
     async with db.transaction() as conn:
@@ -133,5 +134,8 @@ async def add_tasks(
         # errors may come from a commit that happened after all; their texts stay.
         await ingest.discard_request(blobs, stored.keys)
         raise
+    # settle() may have made a completed project active again: its watchers hear it now, and
+    # of the tasks as each chunk is stored (ingest.py)
+    notify.progress_changed(project_id)
     services.wake_ingest()
     return Added(project, accepted=True, job_id=job["id"])

@@ -34,6 +34,7 @@ from taskroute.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
 from taskroute.config import Settings
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
+from taskroute.realtime import notify
 from taskroute.resolvers.payloads import store_payloads
 from taskroute.resolvers.projects import insert_tasks, settle
 from taskroute.resolvers.validation import TaskSpec
@@ -264,6 +265,8 @@ class IngestWorker:
                 if job["state"] == "done" and job["kind"] == "create":
                     await conn.execute(Q["project_activate"], chunk["project_id"])
                 await tx.commit()
+                # after the commit, so the recount sees the chunk's tasks
+                notify.progress_changed(chunk["project_id"])
                 if chunk["body_key"] is not None:
                     await self._delete_request(conn, chunk["body_key"])
             except BlobNotFound as exc:

@@ -17,7 +17,7 @@ async def realtime_status(request: Request) -> Response:
         raise Unavailable("realtime is not running on this server")
     body = hub.health()
     cache = services(request).credentials
-    if cache is not None:
+    if cache is not None and cache.max_entries > 0:  # size 0: it only watches streams
         body["credential_cache"] = cache.stats()
     return JSONResponse(body)
 

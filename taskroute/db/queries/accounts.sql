@@ -42,6 +42,16 @@ touched AS (
 )
 SELECT * FROM c;
 
+-- name: credentials_expired_since
+-- $1 the clock's time this process last asked (NULL: never). The clock's time now, and the
+-- token hashes of the credentials that expired in between (a rotated token's grace ended):
+-- the database's clock decides expiry, and no trigger can say when it passes. Rarely any rows.
+SELECT n.now,
+       coalesce((SELECT array_agg(c.token_hash) FROM credentials c
+                 WHERE c.expires_at > $1 AND c.expires_at <= n.now
+                   AND c.revoked_at IS NULL), '{}') AS expired
+FROM (SELECT taskroute_now() AS now) n;
+
 -- name: credential_last_use_flush
 -- $1 credential ids, $2 last-use times (parallel arrays). Batched from every process's cache
 -- hits; never moves a last use backwards.
