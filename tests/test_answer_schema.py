@@ -87,7 +87,7 @@ async def test_a_bad_schema_or_gold_is_refused_naming_the_path(
         json={"tasks": [{"skill": "g", "payload": 3, "gold": {"confidence": 1}}]},
     )
     assert r.status_code == 422, r.text
-    assert "'label' is a required property" in r.json()["error"]["message"]
+    assert '"label" is a required property' in r.json()["error"]["message"]
     assert await db.fetchval("SELECT count(*) FROM items WHERE project_id = $1", pid) == 1
 
 
