@@ -153,7 +153,7 @@ async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any
 async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
     if answer is None:
         raise BadInput("answer is required", field="answer")
-    json_value(answer, "answer", MAX_ANSWER_BYTES)
+    encoded = json_value(answer, "answer", MAX_ANSWER_BYTES)
     # One round trip: `taskroute_submit` stores, pays and does the quality bookkeeping, unless
     # the item or project has an answer schema: then the statement only returns the schema,
     # the answer is checked here (BAD_INPUT naming its JSON path, nothing written, the lease
@@ -164,7 +164,7 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
     )
     assert row is not None
     if row["answer_schema"] is not None:
-        answer_schema.check(row["answer_schema"], answer, "answer")
+        await answer_schema.check_answer(row["answer_schema"], answer, encoded, "answer")
         row = await db.fetchrow(
             Q["submit_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
         )
