@@ -21,9 +21,9 @@ import asyncpg
 import httpx
 import uvicorn
 
-from taskroute.app import create_app
 from taskroute.config import Settings
-from taskroute.websocket_protocol import LeanWebSocketsProtocol
+from taskroute.server.app import create_app
+from taskroute.server.websocket_protocol import LeanWebSocketsProtocol
 
 ADMIN_TOKEN = "admin-test-token"
 

@@ -21,8 +21,8 @@ from taskroute.errors import BadInput, NotFound, ProjectCanceled, TaskrouteError
 from taskroute.realtime import notify
 from taskroute.resolvers import ingest, payloads, projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.services import Services
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
-from taskroute.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from starlette.routing import Route
 from taskroute.auth import Viewer, authenticate
 from taskroute.errors import BadInput, TaskrouteError, Unavailable
 from taskroute.resolvers.paging import Page
-from taskroute.services import Services
+from taskroute.resolvers.services import Services
 
 
 def error_response(exc: TaskrouteError) -> Response:

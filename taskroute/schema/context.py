@@ -9,7 +9,7 @@ from typing import Any
 from taskroute.auth import Viewer, authenticate
 from taskroute.config import Settings
 from taskroute.db.pool import Database
-from taskroute.services import Services
+from taskroute.resolvers.services import Services
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Subscriptions: `taskAvailable` wakes idle experts, `projectProgress` feeds dashboards.
 
-WebSocket clients authenticate in `connection_init` (see `taskroute.app.GraphQLApp`);
+WebSocket clients authenticate in `connection_init` (see `taskroute.server.app.GraphQLApp`);
 graphql-transport-ws serves `taskAvailable` on a lean path of its own (realtime_ws.py).
 """
 

@@ -18,7 +18,7 @@ def _database_url(settings: Settings) -> tuple[str, Any]:
     """The configured URL, or an embedded Postgres started here (kept alive by the handle)."""
     if settings.database_url:
         return settings.database_url, None
-    from taskroute.embedded import start_embedded_postgres
+    from taskroute.server.embedded import start_embedded_postgres
 
     return start_embedded_postgres(settings.data_dir)
 
@@ -33,7 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from taskroute.db.migrate import migrate_url
-    from taskroute.websocket_protocol import LeanWebSocketsProtocol
+    from taskroute.server.websocket_protocol import LeanWebSocketsProtocol
 
     settings = Settings.from_env()
     url, server = _database_url(settings)
@@ -44,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # atexit handlers run, so the embedded Postgres is stopped with us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(
-        "taskroute.app:create_app",
+        "taskroute.server.app:create_app",
         factory=True,
         host=args.host,
         port=args.port,

@@ -17,20 +17,15 @@ from strawberry import Schema
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
-from taskroute import gc_tuning, rest
+from taskroute import rest
 from taskroute.admission import Admission
 from taskroute.blobs import open_blob_store
 from taskroute.config import Settings
 from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
-from taskroute.drain import Drain, DrainWebSockets
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
-from taskroute.graphql_http import SpecGraphQL
-from taskroute.jobs import Jobs
-from taskroute.observability.health import healthz, readyz
 from taskroute.observability.loop_lag import watch_event_loop
-from taskroute.observability.metrics import metrics_endpoint
 from taskroute.observability.requests import RequestContext
 from taskroute.payload_links import PayloadUrls
 from taskroute.realtime.backend import PostgresNotifyBackend
@@ -49,7 +44,13 @@ from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
 from taskroute.schema.realtime_ws import TaskAvailablePlans, TransportWS
-from taskroute.services import Services
+from taskroute.server import gc_tuning
+from taskroute.server.drain import Drain, DrainWebSockets
+from taskroute.server.graphql_http import SpecGraphQL
+from taskroute.server.health import healthz, readyz
+from taskroute.server.jobs import Jobs
+from taskroute.server.metrics import metrics_endpoint
+from taskroute.server.services import ServerServices
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class GraphQLApp(SpecGraphQL):
         self.task_available_plans = TaskAvailablePlans(cast(Schema, self.schema)._schema)
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        services: Services = request.state.services
+        services: ServerServices = request.state.services
         return Context(services, request.headers.get("authorization"), request, response)
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
@@ -217,7 +218,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         url = settings.database_url
         embedded = None
         if not url:
-            from taskroute.embedded import start_embedded_postgres
+            from taskroute.server.embedded import start_embedded_postgres
 
             url, embedded = start_embedded_postgres(settings.data_dir)
         # Requests go through `url` (possibly PgBouncer in transaction mode); what needs a
@@ -233,7 +234,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.admission_claim_queue,
             settings.admission_claim_wait,
         )
-        services = Services(Database(pool, settings.pool_timeout, admission), settings)
+        services = ServerServices(Database(pool, settings.pool_timeout, admission), settings)
         services.subscriptions = SubscriptionBudget(
             settings.ws_max_subscriptions_per_socket, settings.ws_max_subscriptions_per_credential
         )
