@@ -178,7 +178,7 @@ def put_floor(endpoint: str, bucket: str, texts: list[str], concurrency: int) ->
         region_name="us-east-1",
         aws_access_key_id="bench",
         aws_secret_access_key="bench",
-        # the store's client settings (taskroute.blobs.S3BlobStore)
+        # the store's client settings (taskroute.storage.s3.S3BlobStore)
         config=Config(
             max_pool_connections=concurrency,
             retries={"max_attempts": 2, "mode": "standard"},

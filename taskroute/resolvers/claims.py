@@ -21,10 +21,10 @@ from taskroute.errors import (
     ProjectCanceled,
 )
 from taskroute.observability import metrics
-from taskroute.payload_links import PayloadUrls
 from taskroute.realtime import notify
 from taskroute.resolvers import answer_schema, payloads
 from taskroute.resolvers.validation import json_value
+from taskroute.storage.payload_links import PayloadUrls
 
 MAX_ANSWER_BYTES = 256 * 1024
 SWEEP_BATCH = 1000  # leases released per sweep transaction

@@ -30,13 +30,13 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
 from taskroute.config import Settings
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.resolvers.payloads import store_payloads
 from taskroute.resolvers.projects import insert_tasks, settle
 from taskroute.resolvers.validation import TaskSpec
+from taskroute.storage.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from taskroute.blobs import BlobStore
 from taskroute.config import Settings
 from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
-from taskroute.payload_links import PayloadUrls
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.shared import SharedEvaluations
+from taskroute.storage.blobs import BlobStore
+from taskroute.storage.payload_links import PayloadUrls
 
 
 def _no_ingest_worker() -> None:

@@ -19,7 +19,6 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from taskroute import rest
 from taskroute.admission import Admission
-from taskroute.blobs import open_blob_store
 from taskroute.config import Settings
 from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
 from taskroute.db.migrate import migrate_url
@@ -27,7 +26,6 @@ from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
 from taskroute.observability.loop_lag import watch_event_loop
 from taskroute.observability.requests import RequestContext
-from taskroute.payload_links import PayloadUrls
 from taskroute.realtime.backend import PostgresNotifyBackend
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
@@ -51,6 +49,8 @@ from taskroute.server.health import healthz, readyz
 from taskroute.server.jobs import Jobs
 from taskroute.server.metrics import metrics_endpoint
 from taskroute.server.services import ServerServices
+from taskroute.storage import open_blob_store
+from taskroute.storage.payload_links import PayloadUrls
 
 log = logging.getLogger(__name__)
 
