@@ -29,8 +29,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from taskroute.admission import Priority
 from taskroute.config import Settings
+from taskroute.db.admission import Priority
 from taskroute.db.pool import Database, _init_connection, _reset_connection
 from taskroute.db.queries import Q
 from taskroute.resolvers.acceptance import auto_approve_once

@@ -32,12 +32,12 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.auth import Viewer, project_allowed
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound
 from taskroute.resolvers import cursors, paging
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import Viewer, project_allowed
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.admission import Priority
+from taskroute.db.admission import Priority
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import (

@@ -11,11 +11,11 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.auth import Viewer, project_allowed
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound
 from taskroute.realtime import notify
+from taskroute.resolvers.accounts.credentials import Viewer, project_allowed
 from taskroute.resolvers.payloads import PayloadRef
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec, json_text
 

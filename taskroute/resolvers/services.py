@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from taskroute.config import Settings
-from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.shared import SharedEvaluations
+from taskroute.resolvers.accounts.credential_cache import CredentialCache
 from taskroute.storage.blobs import BlobStore
 from taskroute.storage.payload_links import PayloadUrls
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import asyncpg
 import strawberry
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import batches, ingest, payload_audit
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.paging import Page
 
 from .batch_types import AuditEntry, AuditEntryConnection, AuditEntryEdge, AuditPage, Ingest

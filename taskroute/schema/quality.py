@@ -11,8 +11,8 @@ import strawberry
 from strawberry.relay import PageInfo
 from strawberry.scalars import JSON
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import answer_schema, batches, projects
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.quality import gold, pausing, policy, report, result_feed, retraction
 
 from .context import Context

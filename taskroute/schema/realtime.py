@@ -10,11 +10,11 @@ from collections.abc import AsyncGenerator
 
 import strawberry
 
-from taskroute.auth import parse_id
 from taskroute.errors import BadInput, Unavailable
 from taskroute.realtime.hub import Hub, TaskWaiter
 from taskroute.resolvers import projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .context import Context
 from .types import Progress

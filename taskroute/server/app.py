@@ -18,9 +18,8 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
 from taskroute import rest
-from taskroute.admission import Admission
 from taskroute.config import Settings
-from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
+from taskroute.db.admission import Admission
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
@@ -33,6 +32,7 @@ from taskroute.realtime.notify import NOTIFIER
 from taskroute.realtime.tickets import WakeTickets
 from taskroute.resolvers import ingest, payloads, retention
 from taskroute.resolvers.acceptance import auto_approve_pass
+from taskroute.resolvers.accounts.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
 from taskroute.resolvers.alerts import evaluate
 from taskroute.resolvers.routing import RoutingPolicy, routing_once
 from taskroute.resolvers.sweeper import sweep_pass

@@ -100,9 +100,9 @@ def _json_row(row: Any) -> dict[str, Any]:
 async def _admin(args: argparse.Namespace, url: str, statement_cache_size: int) -> Any:
     from datetime import UTC, datetime, timedelta
 
-    from taskroute.auth import Viewer, parse_id
     from taskroute.db.pool import Database, create_pool
-    from taskroute.resolvers import accounts
+    from taskroute.resolvers.accounts import rules as accounts
+    from taskroute.resolvers.accounts.credentials import Viewer, parse_id
 
     pool = await create_pool(url, 1, 2, statement_cache_size)
     actor = _actor()
