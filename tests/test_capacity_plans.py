@@ -33,10 +33,10 @@ from taskroute.config import Settings
 from taskroute.db.admission import Priority
 from taskroute.db.pool import Database, _init_connection, _reset_connection
 from taskroute.db.queries import Q
-from taskroute.resolvers.acceptance import auto_approve_once
 from taskroute.resolvers.alerts import evaluate
-from taskroute.resolvers.routing import RoutingPolicy, routing_once
-from taskroute.resolvers.sweeper import sweep_once
+from taskroute.resolvers.jobs.auto_approval import auto_approve_once
+from taskroute.resolvers.jobs.routing import RoutingPolicy, routing_once
+from taskroute.resolvers.jobs.sweeper import sweep_once
 
 from .helpers import Dropper, settings_for
 from .test_capacity_explain import BIG, World, build_churned, build_world, copy_of, nodes

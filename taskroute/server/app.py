@@ -30,14 +30,15 @@ from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
 from taskroute.realtime.tickets import WakeTickets
-from taskroute.resolvers import ingest, payloads, retention
-from taskroute.resolvers.acceptance import auto_approve_pass
+from taskroute.resolvers import payloads
 from taskroute.resolvers.accounts.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
-from taskroute.resolvers.alerts import evaluate
-from taskroute.resolvers.routing import RoutingPolicy, routing_once
-from taskroute.resolvers.sweeper import sweep_pass
-from taskroute.resolvers.table_hygiene import hygiene_once
-from taskroute.resolvers.task_counts import compact_once
+from taskroute.resolvers.jobs import ingest, retention
+from taskroute.resolvers.jobs.auto_approval import auto_approve_pass
+from taskroute.resolvers.jobs.deadline_alerts import alerts_pass
+from taskroute.resolvers.jobs.routing import RoutingPolicy, routing_once
+from taskroute.resolvers.jobs.sweeper import sweep_pass
+from taskroute.resolvers.jobs.table_hygiene import hygiene_once
+from taskroute.resolvers.jobs.task_counts import compact_once
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
@@ -268,13 +269,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # A draining process is not ready, so load balancers that probe stop sending to it.
         services.readiness["accepting"] = drain.ready
         services.drain = drain
-        jobs_db = services.db.for_jobs()  # never refused by admission (admission.py)
+        jobs_db = services.db.for_jobs()  # never refused by admission (db/admission.py)
         NOTIFIER.start(jobs_db)
         jobs = Jobs()
         drain.on_drain(jobs.request_stop)
-
-        async def deadline_alerts() -> None:
-            await evaluate(jobs_db, settings)
 
         async def routing() -> None:
             await routing_once(jobs_db, routing_policy)
@@ -289,7 +287,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         jobs.every("lease sweeper", settings.sweep_interval, lambda: sweep_pass(jobs_db))
         # on_review work past its auto-approval delay, beside the sweeper
         jobs.every("auto-approval", settings.sweep_interval, lambda: auto_approve_pass(jobs_db))
-        jobs.every("deadline alerts", settings.forecast_interval, deadline_alerts)
+        jobs.every(
+            "deadline alerts", settings.forecast_interval, lambda: alerts_pass(jobs_db, settings)
+        )
         jobs.every("routing", settings.routing_interval, routing)
         jobs.every("task-count compaction", settings.counts_interval, compaction)
         jobs.every("table hygiene", settings.hygiene_interval, hygiene)

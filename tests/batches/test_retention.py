@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from taskroute.db.pool import Database, create_pool
-from taskroute.resolvers import ingest, retention
+from taskroute.resolvers.jobs import ingest, retention
 from taskroute.storage import open_blob_store
 from taskroute.storage.blobs import BlobStore
 
