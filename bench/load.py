@@ -369,7 +369,7 @@ def _norm(sql: str) -> str:
 CALLS = {
     "claim": ("claim_call",),
     "heartbeat": ("heartbeat_call",),
-    "submit": ("submit_checked_call", "submit_call"),
+    "submit": ("submit_unless_schema_call", "submit_call"),
 }
 
 

@@ -274,7 +274,7 @@ async def test_claim_heartbeat_and_submit_read_a_bounded_number_of_rows(
         assert beat["outcome"] == "extended", dict(beat)
         heartbeat = log.take()
         receipt = await conn.fetchrow(
-            Q["submit_checked_call"], w["assignment"], w["expert"], '{"label": 1}'
+            Q["submit_unless_schema_call"], w["assignment"], w["expert"], '{"label": 1}'
         )
         assert receipt["outcome"] == "stored", dict(receipt)
         submit = log.take()

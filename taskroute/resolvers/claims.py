@@ -160,7 +160,7 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
     # stays) and a second statement submits. One more round trip only for those projects:
     # JSON Schema is checked in Python, and which schema applies is known only from the row.
     row = await db.fetchrow(
-        Q["submit_checked_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
+        Q["submit_unless_schema_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
     )
     assert row is not None
     if row["answer_schema"] is not None:

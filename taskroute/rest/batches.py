@@ -91,7 +91,7 @@ async def audit_log(request: Request) -> Response:
         {
             "entries": entries,
             "page_info": page_info(page),
-            "next_cursor": payload_audit.legacy_next_cursor(page),
+            "next_cursor": payload_audit.entry_seq_next_cursor(page),
         }
     )
 

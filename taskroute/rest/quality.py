@@ -90,7 +90,7 @@ async def result_changes(request: Request) -> Response:
         {
             "changes": changes,
             "page_info": page_info(page),
-            "cursor": result_feed.legacy_change_cursor(page, after),
+            "cursor": result_feed.change_seq_cursor(page, after),
             "has_more": page.has_next,
         }
     )

@@ -94,7 +94,7 @@ class BatchesQuery:
         page = await _audit_page(info, project_id, expert_id, after, limit, "limit")
         return AuditPage(
             entries=[AuditEntry.of(r) for r in page.rows],
-            next_cursor=payload_audit.legacy_next_cursor(page),
+            next_cursor=payload_audit.entry_seq_next_cursor(page),
         )
 
 

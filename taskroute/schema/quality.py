@@ -299,7 +299,7 @@ class QualityQuery:
         page = await result_feed.results_page(info.context.db, project["id"], after, first)
         return ResultPage(
             items=[ItemResult.of(r) for r in page.rows],
-            cursor=result_feed.legacy_result_cursor(page, after),
+            cursor=result_feed.item_id_cursor(page, after),
             has_more=page.has_next,
         )
 
@@ -314,7 +314,7 @@ class QualityQuery:
         page = await result_feed.changes_page(info.context.db, project["id"], after, first)
         return ResultChangePage(
             changes=[ResultChange.of(r) for r in page.rows],
-            cursor=result_feed.legacy_change_cursor(page, after),
+            cursor=result_feed.change_seq_cursor(page, after),
             has_more=page.has_next,
         )
 

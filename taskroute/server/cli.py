@@ -33,7 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from taskroute.db.migrate import migrate_url
-    from taskroute.server.websocket_protocol import LeanWebSocketsProtocol
+    from taskroute.server.websocket_protocol import SlimSansIOWebSocketProtocol
 
     settings = Settings.from_env()
     url, server = _database_url(settings)
@@ -52,7 +52,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         loop="uvloop",
         http="httptools",
         # uvicorn's sans-I/O WebSockets, keeping less per idle connection (websocket_protocol.py)
-        ws=LeanWebSocketsProtocol,
+        ws=SlimSansIOWebSocketProtocol,
         ws_ping_interval=20,
         # SIGTERM: requests still running after this are cancelled (drain.py)
         # (uvicorn takes whole seconds: rounded up, never shorter than asked)
