@@ -84,7 +84,7 @@ def payloads(n: int, size: int) -> list[dict]:
 
 
 def canonical(payload: dict) -> str:
-    # what the service stores and hashes (taskroute.resolvers.validation.canonical_json)
+    # what the service stores and hashes (taskroute.resolvers.json_values.canonical_json)
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

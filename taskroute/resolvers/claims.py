@@ -23,7 +23,7 @@ from taskroute.errors import (
 from taskroute.observability import metrics
 from taskroute.realtime import notify
 from taskroute.resolvers import answer_schema, payloads
-from taskroute.resolvers.validation import json_value
+from taskroute.resolvers.json_values import json_value
 from taskroute.storage.payload_links import PayloadUrls
 
 MAX_ANSWER_BYTES = 256 * 1024

@@ -16,8 +16,9 @@ from taskroute.db.queries import Q
 from taskroute.errors import NotFound
 from taskroute.realtime import notify
 from taskroute.resolvers.accounts.credentials import Viewer, project_allowed
+from taskroute.resolvers.json_values import json_text
 from taskroute.resolvers.payloads import PayloadRef
-from taskroute.resolvers.validation import ProjectSpec, TaskSpec, json_text
+from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
 from taskroute.observability.loop_lag import watch_event_loop
-from taskroute.observability.requests import RequestContext
 from taskroute.realtime.backend import PostgresNotifyBackend
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
@@ -49,6 +48,7 @@ from taskroute.server.graphql_http import SpecGraphQL
 from taskroute.server.health import healthz, readyz
 from taskroute.server.jobs import Jobs
 from taskroute.server.metrics import metrics_endpoint
+from taskroute.server.requests import RequestContext
 from taskroute.server.services import ServerServices
 from taskroute.storage import open_blob_store
 from taskroute.storage.payload_links import PayloadUrls
