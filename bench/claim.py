@@ -53,15 +53,16 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from taskroute.admission import Priority  # noqa: E402
-from taskroute.auth import authenticate, hash_token  # noqa: E402
 from taskroute.config import Settings  # noqa: E402
+from taskroute.db.admission import Priority  # noqa: E402
 from taskroute.db.migrate import migrate_url  # noqa: E402
 from taskroute.db.pool import Database, create_pool  # noqa: E402
 from taskroute.db.queries import load  # noqa: E402
 from taskroute.errors import TaskrouteError  # noqa: E402
-from taskroute.payload_links import PayloadUrls  # noqa: E402
 from taskroute.resolvers import claims  # noqa: E402
+from taskroute.resolvers.accounts.authentication import authenticate  # noqa: E402
+from taskroute.resolvers.accounts.credentials import hash_token  # noqa: E402
+from taskroute.storage.payload_links import PayloadUrls  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 B = load(HERE)  # bench-only statements (bench/bench.sql)

@@ -84,7 +84,7 @@ def payloads(n: int, size: int) -> list[dict]:
 
 
 def canonical(payload: dict) -> str:
-    # what the service stores and hashes (taskroute.resolvers.validation.canonical_json)
+    # what the service stores and hashes (taskroute.resolvers.json_values.canonical_json)
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -178,7 +178,7 @@ def put_floor(endpoint: str, bucket: str, texts: list[str], concurrency: int) ->
         region_name="us-east-1",
         aws_access_key_id="bench",
         aws_secret_access_key="bench",
-        # the store's client settings (taskroute.blobs.S3BlobStore)
+        # the store's client settings (taskroute.storage.s3.S3BlobStore)
         config=Config(
             max_pool_connections=concurrency,
             retries={"max_attempts": 2, "mode": "standard"},

@@ -66,9 +66,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from taskroute.auth import hash_token  # noqa: E402
 from taskroute.db.migrate import migrate_url  # noqa: E402
 from taskroute.db.queries import Q, load  # noqa: E402
+from taskroute.resolvers.accounts.credentials import hash_token  # noqa: E402
 from tests.ws import TASK_AVAILABLE, WsClient  # noqa: E402
 
 # bench-only statements: seeding (bench/bench.sql) and this bench's (bench/sql/load_bench.sql)
@@ -369,7 +369,7 @@ def _norm(sql: str) -> str:
 CALLS = {
     "claim": ("claim_call",),
     "heartbeat": ("heartbeat_call",),
-    "submit": ("submit_checked_call", "submit_call"),
+    "submit": ("submit_unless_schema_call", "submit_call"),
 }
 
 

@@ -14,7 +14,7 @@ time. After --warmup cycles it runs VACUUM ANALYZE (the steady state autovacuum 
 job keeps; --stale skips it), zeroes this database's pg_stat_statements, reads
 pg_stat_user_tables, runs --cycles cycles and prints per cycle:
 - from the three GraphQL calls' top-level statements (claim_call, heartbeat_call,
-  submit_checked_call; their figures include every nested statement and trigger): execution
+  submit_unless_schema_call; their figures include every nested statement and trigger): execution
   time, shared buffers hit / read / dirtied, WAL records and bytes;
 - nested statements executed per cycle (the three calls' bodies and triggers, plus what the
   jobs still running nest), and the most expensive of them;
@@ -62,7 +62,11 @@ from load import (  # noqa: E402
 from taskroute.db.migrate import migrate_url  # noqa: E402
 from taskroute.db.queries import Q  # noqa: E402
 
-CALLS = {"claim": "claim_call", "heartbeat": "heartbeat_call", "submit": "submit_checked_call"}
+CALLS = {
+    "claim": "claim_call",
+    "heartbeat": "heartbeat_call",
+    "submit": "submit_unless_schema_call",
+}
 # Jobs whose work does not follow the cycles; the count folding, the sweeper and table
 # hygiene keep running (what the cycles' statements find depends on them).
 PARKED = (

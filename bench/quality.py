@@ -37,8 +37,9 @@ import asyncpg
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
 from taskroute.realtime import notify
-from taskroute.resolvers import accounts, claims, projects
+from taskroute.resolvers import claims, projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts import rules as accounts
 from taskroute.resolvers.quality import policy, retraction
 
 LABELS = ["cat", "dog", "bird", "fish"]

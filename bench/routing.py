@@ -49,12 +49,12 @@ from routing_worlds import (  # noqa: E402  (bench/ is the script's folder)
 from taskroute.db.migrate import migrate_url  # noqa: E402
 from taskroute.db.pool import Database, create_pool  # noqa: E402
 from taskroute.db.queries import Q, load  # noqa: E402
-from taskroute.resolvers.routing import (  # noqa: E402
+from taskroute.resolvers.jobs.routing import (  # noqa: E402
     RoutingPolicy,
     parse_class_shares,
     routing_once,
 )
-from taskroute.resolvers.task_counts import compact_once  # noqa: E402
+from taskroute.resolvers.jobs.task_counts import compact_once  # noqa: E402
 
 BQ = load(Path(__file__).parent / "sql")
 

@@ -1,3 +1,3 @@
-from taskroute.cli import main
+from taskroute.server.cli import main
 
 main()

@@ -21,9 +21,9 @@ import asyncpg
 import httpx
 import uvicorn
 
-from taskroute.app import create_app
 from taskroute.config import Settings
-from taskroute.websocket_protocol import LeanWebSocketsProtocol
+from taskroute.server.app import create_app
+from taskroute.server.websocket_protocol import SlimSansIOWebSocketProtocol
 
 ADMIN_TOKEN = "admin-test-token"
 
@@ -297,7 +297,7 @@ class InProcessServer:
             port=self.port,
             log_level="warning",
             lifespan="on",
-            ws=LeanWebSocketsProtocol,  # as `taskroute serve` runs it
+            ws=SlimSansIOWebSocketProtocol,  # as `taskroute serve` runs it
             ws_ping_interval=None,
         )
         self.server = uvicorn.Server(config)

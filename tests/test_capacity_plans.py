@@ -29,14 +29,14 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from taskroute.admission import Priority
 from taskroute.config import Settings
+from taskroute.db.admission import Priority
 from taskroute.db.pool import Database, _init_connection, _reset_connection
 from taskroute.db.queries import Q
-from taskroute.resolvers.acceptance import auto_approve_once
 from taskroute.resolvers.alerts import evaluate
-from taskroute.resolvers.routing import RoutingPolicy, routing_once
-from taskroute.resolvers.sweeper import sweep_once
+from taskroute.resolvers.jobs.auto_approval import auto_approve_once
+from taskroute.resolvers.jobs.routing import RoutingPolicy, routing_once
+from taskroute.resolvers.jobs.sweeper import sweep_once
 
 from .helpers import Dropper, settings_for
 from .test_capacity_explain import BIG, World, build_churned, build_world, copy_of, nodes
@@ -274,7 +274,7 @@ async def test_claim_heartbeat_and_submit_read_a_bounded_number_of_rows(
         assert beat["outcome"] == "extended", dict(beat)
         heartbeat = log.take()
         receipt = await conn.fetchrow(
-            Q["submit_checked_call"], w["assignment"], w["expert"], '{"label": 1}'
+            Q["submit_unless_schema_call"], w["assignment"], w["expert"], '{"label": 1}'
         )
         assert receipt["outcome"] == "stored", dict(receipt)
         submit = log.take()

@@ -60,13 +60,13 @@ def test_admin_commands_print_their_result_only(database_url: str) -> None:
     """One JSON line on stdout and nothing on stderr (no JSON log lines around it)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DATABASE_URL": database_url}
     out = subprocess.run(
-        [sys.executable, "-m", "taskroute.cli", "admin", "create-customer", "acme"],
+        [sys.executable, "-m", "taskroute.server.cli", "admin", "create-customer", "acme"],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert out.stderr == ""
     assert set(json.loads(out.stdout)) >= {"id", "token"}
     help_text = subprocess.run(
-        [sys.executable, "-m", "taskroute.cli", "serve", "--help"],
+        [sys.executable, "-m", "taskroute.server.cli", "serve", "--help"],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     for shown in ("(default: 127.0.0.1)", "(default: 8000)", "(default: 1)"):

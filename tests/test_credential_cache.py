@@ -14,10 +14,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from taskroute.auth import Viewer
-from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
 from taskroute.realtime.backend import LISTENER_APPLICATION_NAME
+from taskroute.resolvers.accounts.credential_cache import CredentialCache
+from taskroute.resolvers.accounts.credentials import Viewer
 
 from .helpers import ADMIN_TOKEN, Api, tasks_of
 from .procs import ServeProcess

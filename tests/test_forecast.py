@@ -21,19 +21,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taskroute.config import Settings
-from taskroute.resolvers.forecast import (
+from taskroute.resolvers.forecast import forecasts
+from taskroute.resolvers.forecast.capacity import (
     ALLOCATE_ROUNDS,
     NEGLIGIBLE_SHARE,
     Group,
-    PaceBook,
     Present,
     Sharing,
     _allocate,
-    _dry_end,
-    _ends,
-    _held_end,
-    forecasts,
 )
+from taskroute.resolvers.forecast.pace import PaceBook
+from taskroute.resolvers.forecast.tail import _dry_end, _ends, _held_end
 
 from .clock import DbClock
 from .forecast_helpers import add_history, db_now, forecast, history_project, seen
@@ -577,7 +575,7 @@ async def test_kept_cycles_are_the_interval_arithmetic_to_the_bit(db: asyncpg.Co
     interval could round twice), ties, and clocks on the window's edges."""
     import random
 
-    from taskroute.resolvers.forecast import EPOCH, Kept, micros
+    from taskroute.resolvers.forecast.pace import EPOCH, Kept, micros
 
     rng = random.Random(16)
     base = await db_now(db)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from taskroute.errors import Unavailable
-from taskroute.jobs import Jobs
+from taskroute.server.jobs import Jobs
 
 
 async def test_stop_lets_the_running_pass_finish_and_starts_no_other() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from taskroute.db.pool import Database
-from taskroute.resolvers.sweeper import sweep_once
+from taskroute.resolvers.jobs.sweeper import sweep_once
 
 from .clock import DbClock
 from .helpers import Api, GraphQLError, tasks_of, wait_for

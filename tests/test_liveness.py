@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from taskroute.db.pool import Database
-from taskroute.resolvers.sweeper import sweep_once
+from taskroute.resolvers.jobs.sweeper import sweep_once
 
 from .helpers import Api, GraphQLError, serving, settings_for, tasks_of
 

@@ -11,10 +11,10 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from taskroute.blobs import blob_key
 from taskroute.db import migrate as migrate_module
 from taskroute.db.migrate import available, migrate_url
 from taskroute.db.queries import Q
+from taskroute.storage.blobs import blob_key
 
 from .helpers import Dropper, dsn_for
 

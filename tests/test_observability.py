@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from taskroute.observability import metrics
 from taskroute.observability.logs import JsonFormatter
+from taskroute.server import metrics
 
 from .clock import DbClock
 from .helpers import ADMIN_TOKEN, Api, tasks_of, wait_for

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from taskroute.db.pool import Database, create_pool
-from taskroute.resolvers import acceptance
+from taskroute.resolvers.jobs import auto_approval as acceptance
 
 from .helpers import ADMIN_TOKEN, Api, tasks_of, wait_for
 

@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from taskroute.db.pool import Database, create_pool
 from taskroute.db.queries import Q
-from taskroute.resolvers.sweeper import sweep_once
+from taskroute.resolvers.jobs.sweeper import sweep_once
 
 from .clock import DbClock
 from .helpers import ADMIN_TOKEN, Api, InProcessServer, settings_for, tasks_of

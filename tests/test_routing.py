@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from taskroute.db.pool import Database, create_pool
-from taskroute.resolvers.routing import RoutingPolicy, routing_once
+from taskroute.resolvers.jobs.routing import RoutingPolicy, routing_once
 
 from .clock import DbClock
 from .helpers import (

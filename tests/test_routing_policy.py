@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from taskroute.db.pool import Database
-from taskroute.resolvers.routing import RoutingPolicy, routing_once
+from taskroute.resolvers.jobs.routing import RoutingPolicy, routing_once
 
 from .clock import DbClock
 from .helpers import ADMIN_TOKEN, Api, serving, settings_for, tasks_of, wait_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from taskroute.errors import BadInput
-from taskroute.resolvers.routing import parse_class_shares
+from taskroute.resolvers.jobs.routing import parse_class_shares
 from taskroute.resolvers.validation import priority_class_of, priority_of
 
 

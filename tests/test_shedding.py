@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 import pytest_asyncio
 
-from taskroute.admission import RETRY_AFTER_MAX, Admission, Priority
+from taskroute.db.admission import RETRY_AFTER_MAX, Admission, Priority
 
 from .helpers import (
     ADMIN_TOKEN,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 
 from taskroute.db.pool import Database
-from taskroute.resolvers.table_hygiene import hygiene_once
+from taskroute.resolvers.jobs.table_hygiene import hygiene_once
 
 from .helpers import wait_for
 

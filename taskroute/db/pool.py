@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import orjson
 
-from taskroute.admission import HELD, Admission, Priority
+from taskroute.db.admission import HELD, Admission, Priority
 from taskroute.errors import TaskrouteError, Unavailable
 
 log = logging.getLogger(__name__)

@@ -1,1 +1,1 @@
-"""Structured logs with request ids, Prometheus metrics, readiness checks."""
+"""Structured logs with request ids, the Prometheus metrics registry, event-loop lag."""

@@ -108,7 +108,7 @@ def _compile(schema: Any) -> jsonschema_rs.Validator:
 
 def check_schema(schema: Any, where: str) -> dict[str, Any] | bool:
     """The declared schema itself, or BAD_INPUT naming where (in the schema) it is wrong."""
-    from taskroute.resolvers.validation import json_value  # validation imports this module
+    from taskroute.resolvers.json_values import json_value
 
     if not isinstance(schema, dict | bool):
         raise BadInput(f"{where} must be a JSON Schema (an object)", field=where)

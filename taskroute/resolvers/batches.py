@@ -15,14 +15,14 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.blobs import BlobStore, BlobStoreError
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound, ProjectCanceled, TaskrouteError, Unavailable
 from taskroute.realtime import notify
 from taskroute.resolvers import ingest, payloads, projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.services import Services
 from taskroute.resolvers.validation import ProjectSpec, TaskSpec
-from taskroute.services import Services
+from taskroute.storage.blobs import BlobStore, BlobStoreError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.admission import Priority
+from taskroute.db.admission import Priority
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import (
@@ -21,10 +21,10 @@ from taskroute.errors import (
     ProjectCanceled,
 )
 from taskroute.observability import metrics
-from taskroute.payload_links import PayloadUrls
 from taskroute.realtime import notify
 from taskroute.resolvers import answer_schema, payloads
-from taskroute.resolvers.validation import json_value
+from taskroute.resolvers.json_values import json_value
+from taskroute.storage.payload_links import PayloadUrls
 
 MAX_ANSWER_BYTES = 256 * 1024
 SWEEP_BATCH = 1000  # leases released per sweep transaction
@@ -160,7 +160,7 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
     # stays) and a second statement submits. One more round trip only for those projects:
     # JSON Schema is checked in Python, and which schema applies is known only from the row.
     row = await db.fetchrow(
-        Q["submit_checked_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
+        Q["submit_unless_schema_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
     )
     assert row is not None
     if row["answer_schema"] is not None:

@@ -16,12 +16,12 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.auth import Viewer
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import AlreadyReversed, BadInput, NotFound
 from taskroute.resolvers import cursors, paging, projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import Viewer
 
 REASON_MAX = 1000
 CSV_CHUNK = 1000

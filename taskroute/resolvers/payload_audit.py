@@ -42,6 +42,6 @@ async def audit_page(
     )  # fmt: skip
 
 
-def legacy_next_cursor(page: Page[asyncpg.Record]) -> str | None:
+def entry_seq_next_cursor(page: Page[asyncpg.Record]) -> str | None:
     """The deprecated `nextCursor`: the last entry's number, null on the last page."""
     return str(page.rows[-1]["seq"]) if page.has_next else None

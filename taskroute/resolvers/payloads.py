@@ -20,12 +20,12 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import LeaseExpired, NotFound, PayloadDeleted, Unavailable
-from taskroute.payload_links import PayloadUrls
 from taskroute.resolvers.validation import TaskSpec
+from taskroute.storage.blobs import BlobNotFound, BlobStore, BlobStoreError, blob_key
+from taskroute.storage.payload_links import PayloadUrls
 
 PRESIGNED_MAX_SECONDS = 60
 SECRET_NAME = "payload_urls"

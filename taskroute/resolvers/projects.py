@@ -11,13 +11,14 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.auth import Viewer, project_allowed
 from taskroute.db.pool import Database, Reader
 from taskroute.db.queries import Q
 from taskroute.errors import NotFound
 from taskroute.realtime import notify
+from taskroute.resolvers.accounts.credentials import Viewer, project_allowed
+from taskroute.resolvers.json_values import json_text
 from taskroute.resolvers.payloads import PayloadRef
-from taskroute.resolvers.validation import ProjectSpec, TaskSpec, json_text
+from taskroute.resolvers.validation import ProjectSpec, TaskSpec
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import batches, ingest, payload_audit, payloads
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .common import api_route, json_object, page_info, page_size, services, viewer
 
@@ -91,7 +91,7 @@ async def audit_log(request: Request) -> Response:
         {
             "entries": entries,
             "page_info": page_info(page),
-            "next_cursor": payload_audit.legacy_next_cursor(page),
+            "next_cursor": payload_audit.entry_seq_next_cursor(page),
         }
     )
 

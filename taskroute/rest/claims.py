@@ -7,10 +7,10 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from taskroute.auth import parse_id
 from taskroute.errors import BadInput
 from taskroute.resolvers import claims
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .common import api_route, json_object, services, viewer
 

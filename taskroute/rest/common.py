@@ -10,10 +10,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from taskroute.auth import Viewer, authenticate
 from taskroute.errors import BadInput, TaskrouteError, Unavailable
+from taskroute.resolvers.accounts.authentication import authenticate
+from taskroute.resolvers.accounts.credentials import Viewer
 from taskroute.resolvers.paging import Page
-from taskroute.services import Services
+from taskroute.resolvers.services import Services
 
 
 def error_response(exc: TaskrouteError) -> Response:

@@ -16,9 +16,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from taskroute.auth import parse_id
 from taskroute.errors import BadInput
 from taskroute.resolvers import acceptance, ledger
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .common import api_route, json_object, services, viewer
 

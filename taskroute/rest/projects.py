@@ -7,9 +7,9 @@ from datetime import datetime
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import batches, ingest, projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .common import api_route, json_body, services, viewer
 

@@ -10,10 +10,10 @@ from uuid import UUID
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from taskroute.auth import parse_id
 from taskroute.db.pool import Database
 from taskroute.errors import BadInput
 from taskroute.resolvers import answer_schema, batches, projects
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.quality import adjudication, gold, policy, result_feed
 
 from .common import api_route, json_body, json_object, page_info, page_size, services, viewer
@@ -90,7 +90,7 @@ async def result_changes(request: Request) -> Response:
         {
             "changes": changes,
             "page_info": page_info(page),
-            "cursor": result_feed.legacy_change_cursor(page, after),
+            "cursor": result_feed.change_seq_cursor(page, after),
             "has_more": page.has_next,
         }
     )

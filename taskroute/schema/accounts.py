@@ -20,8 +20,14 @@ from starlette.websockets import WebSocket, WebSocketState
 from strawberry.relay import PageInfo
 from strawberry.types import ExecutionContext
 
-from taskroute.auth import Viewer, hash_token, load_viewer, parse_bearer, parse_id
-from taskroute.resolvers import accounts
+from taskroute.resolvers.accounts import rules as accounts
+from taskroute.resolvers.accounts.credentials import (
+    Viewer,
+    hash_token,
+    load_viewer,
+    parse_bearer,
+    parse_id,
+)
 from taskroute.schema.paging import page_info
 
 from .context import Context

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import asyncpg
 import strawberry
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import batches, ingest, payload_audit
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.paging import Page
 
 from .batch_types import AuditEntry, AuditEntryConnection, AuditEntryEdge, AuditPage, Ingest
@@ -94,7 +94,7 @@ class BatchesQuery:
         page = await _audit_page(info, project_id, expert_id, after, limit, "limit")
         return AuditPage(
             entries=[AuditEntry.of(r) for r in page.rows],
-            next_cursor=payload_audit.legacy_next_cursor(page),
+            next_cursor=payload_audit.entry_seq_next_cursor(page),
         )
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import strawberry
 from strawberry.relay import PageInfo
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import burndown
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.schema.paging import page_info
 
 from .context import Context

@@ -5,14 +5,18 @@ from __future__ import annotations
 import strawberry
 from strawberry.scalars import JSON
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import claims
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .context import Context
 from .types import Claim, Lease, Receipt
 
 Info = strawberry.Info[Context, None]
+
+# The mutations that claim new work (`claims.claim_next`, admitted last and shed first): the
+# server answers a request of only these from the admission gate alone when it would refuse.
+CLAIM_OPS = frozenset({"claimNextTask"})
 
 
 @strawberry.type

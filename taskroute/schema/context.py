@@ -6,10 +6,11 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from taskroute.auth import Viewer, authenticate
 from taskroute.config import Settings
 from taskroute.db.pool import Database
-from taskroute.services import Services
+from taskroute.resolvers.accounts.authentication import authenticate
+from taskroute.resolvers.accounts.credentials import Viewer
+from taskroute.resolvers.services import Services
 
 
 @dataclass

@@ -10,8 +10,8 @@ import strawberry
 from strawberry.relay import PageInfo
 from strawberry.scalars import JSON
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import acceptance, ledger
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.projects import visible_project
 from taskroute.schema.paging import page_info
 

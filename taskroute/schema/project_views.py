@@ -22,10 +22,10 @@ from typing import Any
 import strawberry
 from strawberry.relay import PageInfo
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import alerts as alert_domain
 from taskroute.resolvers import customer_views
 from taskroute.resolvers import forecast as fc
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.projects import visible_project
 
 from .context import Context

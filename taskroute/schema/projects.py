@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import strawberry
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import batches, projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .context import Context
 from .inputs import CreateProjectInput, as_dict

@@ -11,8 +11,8 @@ import strawberry
 from strawberry.relay import PageInfo
 from strawberry.scalars import JSON
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import answer_schema, batches, projects
+from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.quality import gold, pausing, policy, report, result_feed, retraction
 
 from .context import Context
@@ -299,7 +299,7 @@ class QualityQuery:
         page = await result_feed.results_page(info.context.db, project["id"], after, first)
         return ResultPage(
             items=[ItemResult.of(r) for r in page.rows],
-            cursor=result_feed.legacy_result_cursor(page, after),
+            cursor=result_feed.item_id_cursor(page, after),
             has_more=page.has_next,
         )
 
@@ -314,7 +314,7 @@ class QualityQuery:
         page = await result_feed.changes_page(info.context.db, project["id"], after, first)
         return ResultChangePage(
             changes=[ResultChange.of(r) for r in page.rows],
-            cursor=result_feed.legacy_change_cursor(page, after),
+            cursor=result_feed.change_seq_cursor(page, after),
             has_more=page.has_next,
         )
 

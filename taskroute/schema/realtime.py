@@ -1,6 +1,6 @@
 """Subscriptions: `taskAvailable` wakes idle experts, `projectProgress` feeds dashboards.
 
-WebSocket clients authenticate in `connection_init` (see `taskroute.app.GraphQLApp`);
+WebSocket clients authenticate in `connection_init` (see `taskroute.server.app.GraphQLApp`);
 graphql-transport-ws serves `taskAvailable` on a lean path of its own (realtime_ws.py).
 """
 
@@ -10,11 +10,11 @@ from collections.abc import AsyncGenerator
 
 import strawberry
 
-from taskroute.auth import parse_id
 from taskroute.errors import BadInput, Unavailable
 from taskroute.realtime.hub import Hub, TaskWaiter
 from taskroute.resolvers import projects
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .context import Context
 from .types import Progress

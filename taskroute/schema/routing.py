@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import strawberry
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import routing
+from taskroute.resolvers.accounts.credentials import parse_id
 
 from .context import Context
 from .routing_types import ExpertPresence, SkillScarcity

@@ -8,9 +8,9 @@ from typing import Any
 import strawberry
 from strawberry.scalars import JSON
 
-from taskroute.auth import parse_id
 from taskroute.resolvers import claims, ingest, projects
-from taskroute.resolvers.accounts import Credential as CredentialRow
+from taskroute.resolvers.accounts.credentials import parse_id
+from taskroute.resolvers.accounts.rules import Credential as CredentialRow
 from taskroute.resolvers.quality import adjudication
 from taskroute.resolvers.validation import priority_class_of
 

@@ -13,7 +13,7 @@ import asyncpg
 import boto3
 from moto.server import ThreadedMotoServer
 
-from taskroute.blobs import LocalBlobStore
+from taskroute.storage.local_folder import LocalBlobStore
 
 from ..helpers import InProcessServer, free_port
 

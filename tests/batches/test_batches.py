@@ -13,9 +13,9 @@ import asyncpg
 import httpx
 import pytest
 
-from taskroute import payload_links
 from taskroute.resolvers import ingest as ingest_module
 from taskroute.resolvers import payloads as payloads_module
+from taskroute.storage import payload_links
 
 from ..clock import DbClock
 from ..helpers import ADMIN_TOKEN, CLAIM, Api, GraphQLError, wait_for

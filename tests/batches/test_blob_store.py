@@ -13,15 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from taskroute.blobs import (
-    INDEX_FILE,
-    PACK_SUFFIX,
-    PACKS_DIR,
-    BlobNotFound,
-    BlobStoreError,
-    LocalBlobStore,
-    blob_key,
-)
+from taskroute.storage.blobs import BlobNotFound, BlobStoreError, blob_key
+from taskroute.storage.local_folder import INDEX_FILE, PACK_SUFFIX, PACKS_DIR, LocalBlobStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -165,7 +158,7 @@ async def test_the_earlier_layout_stays_readable(tmp_path: Path) -> None:
 # index entries commit.
 CRASH_BEFORE_INDEX = """
 import asyncio, os, sys
-import taskroute.blobs as b
+import taskroute.storage.local_folder as b
 from tests.batches.test_blob_store import _batch
 b._fsync_dir = lambda folder: os._exit(9)
 store = b.LocalBlobStore(sys.argv[1])
@@ -175,7 +168,7 @@ asyncio.run(store.put_many(_batch(50, "crash")))
 # A child that dies after a delete's commit, before it unlinks the pack left empty.
 CRASH_BEFORE_UNLINK = """
 import asyncio, os, sys
-import taskroute.blobs as b
+import taskroute.storage.local_folder as b
 from tests.batches.test_blob_store import _batch
 async def main():
     store = b.LocalBlobStore(sys.argv[1])
@@ -238,7 +231,7 @@ async def test_the_sweep_keeps_a_pack_being_written(tmp_path: Path) -> None:
 # stdin that the other child is done too, reads every blob the other child wrote.
 WRITER = """
 import asyncio, sys
-from taskroute.blobs import LocalBlobStore
+from taskroute.storage.local_folder import LocalBlobStore
 from tests.batches.test_blob_store import _batch
 root, me, other = sys.argv[1:4]
 rounds, per = int(sys.argv[4]), int(sys.argv[5])

@@ -15,9 +15,10 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from taskroute.blobs import BlobStore, open_blob_store
 from taskroute.db.pool import Database, create_pool
-from taskroute.resolvers import ingest, retention
+from taskroute.resolvers.jobs import ingest, retention
+from taskroute.storage import open_blob_store
+from taskroute.storage.blobs import BlobStore
 
 from ..clock import DbClock
 from ..helpers import ADMIN_TOKEN, Api, GraphQLError, wait_for

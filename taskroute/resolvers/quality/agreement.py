@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from taskroute.resolvers.validation import canonical_json
+from taskroute.resolvers.json_values import canonical_json
 
 
 def answer_key(answer: Any, field: str | None) -> str | None:

@@ -9,12 +9,12 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.blobs import BlobStore, BlobStoreError
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, Unavailable
 from taskroute.resolvers import payloads
 from taskroute.resolvers import validation as v
+from taskroute.storage.blobs import BlobStore, BlobStoreError
 
 
 async def add_gold_items(

@@ -83,11 +83,11 @@ async def _horizon(db: Database) -> int:
     return int(row["horizon"])
 
 
-def legacy_result_cursor(page: Page[asyncpg.Record], after: str | None) -> str | None:
+def item_id_cursor(page: Page[asyncpg.Record], after: str | None) -> str | None:
     """The deprecated page cursor: the last item's id (unchanged when the page is empty)."""
     return str(page.rows[-1]["item_id"]) if page.rows else after
 
 
-def legacy_change_cursor(page: Page[asyncpg.Record], after: str | None) -> str:
+def change_seq_cursor(page: Page[asyncpg.Record], after: str | None) -> str:
     """The deprecated page cursor: the last change's number (where it started when empty)."""
     return str(page.rows[-1]["seq"] if page.rows else change_after(after))

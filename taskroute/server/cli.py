@@ -18,7 +18,7 @@ def _database_url(settings: Settings) -> tuple[str, Any]:
     """The configured URL, or an embedded Postgres started here (kept alive by the handle)."""
     if settings.database_url:
         return settings.database_url, None
-    from taskroute.embedded import start_embedded_postgres
+    from taskroute.server.embedded import start_embedded_postgres
 
     return start_embedded_postgres(settings.data_dir)
 
@@ -33,7 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from taskroute.db.migrate import migrate_url
-    from taskroute.websocket_protocol import LeanWebSocketsProtocol
+    from taskroute.server.websocket_protocol import SlimSansIOWebSocketProtocol
 
     settings = Settings.from_env()
     url, server = _database_url(settings)
@@ -44,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # atexit handlers run, so the embedded Postgres is stopped with us.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(
-        "taskroute.app:create_app",
+        "taskroute.server.app:create_app",
         factory=True,
         host=args.host,
         port=args.port,
@@ -52,7 +52,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
         loop="uvloop",
         http="httptools",
         # uvicorn's sans-I/O WebSockets, keeping less per idle connection (websocket_protocol.py)
-        ws=LeanWebSocketsProtocol,
+        ws=SlimSansIOWebSocketProtocol,
         ws_ping_interval=20,
         # SIGTERM: requests still running after this are cancelled (drain.py)
         # (uvicorn takes whole seconds: rounded up, never shorter than asked)
@@ -100,9 +100,9 @@ def _json_row(row: Any) -> dict[str, Any]:
 async def _admin(args: argparse.Namespace, url: str, statement_cache_size: int) -> Any:
     from datetime import UTC, datetime, timedelta
 
-    from taskroute.auth import Viewer, parse_id
     from taskroute.db.pool import Database, create_pool
-    from taskroute.resolvers import accounts
+    from taskroute.resolvers.accounts import rules as accounts
+    from taskroute.resolvers.accounts.credentials import Viewer, parse_id
 
     pool = await create_pool(url, 1, 2, statement_cache_size)
     actor = _actor()

@@ -10,8 +10,8 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import metrics
-from .logs import request_id_var
+from taskroute.observability import metrics
+from taskroute.observability.logs import request_id_var
 
 log = logging.getLogger("taskroute.access")
 

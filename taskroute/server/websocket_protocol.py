@@ -106,7 +106,7 @@ class _Flag:
         return True
 
 
-class LeanWebSocketsProtocol(WebSocketsSansIOProtocol):
+class SlimSansIOWebSocketProtocol(WebSocketsSansIOProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.queue = _Mailbox()  # type: ignore[assignment]

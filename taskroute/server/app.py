@@ -17,39 +17,41 @@ from strawberry import Schema
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.types.unset import UNSET, UnsetType
 
-from taskroute import gc_tuning, rest
-from taskroute.admission import Admission
-from taskroute.blobs import open_blob_store
+from taskroute import rest
 from taskroute.config import Settings
-from taskroute.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
+from taskroute.db.admission import Admission
 from taskroute.db.migrate import migrate_url
 from taskroute.db.pool import Database, create_pool
-from taskroute.drain import Drain, DrainWebSockets
 from taskroute.errors import PayloadTooLarge, TaskrouteError, Unavailable
-from taskroute.graphql_http import SpecGraphQL
-from taskroute.jobs import Jobs
-from taskroute.observability.health import healthz, readyz
 from taskroute.observability.loop_lag import watch_event_loop
-from taskroute.observability.metrics import metrics_endpoint
-from taskroute.observability.requests import RequestContext
-from taskroute.payload_links import PayloadUrls
 from taskroute.realtime.backend import PostgresNotifyBackend
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.notify import NOTIFIER
 from taskroute.realtime.tickets import WakeTickets
-from taskroute.resolvers import ingest, payloads, retention
-from taskroute.resolvers.acceptance import auto_approve_pass
-from taskroute.resolvers.alerts import evaluate
-from taskroute.resolvers.routing import RoutingPolicy, routing_once
-from taskroute.resolvers.sweeper import sweep_pass
-from taskroute.resolvers.table_hygiene import hygiene_once
-from taskroute.resolvers.task_counts import compact_once
+from taskroute.resolvers import payloads
+from taskroute.resolvers.accounts.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
+from taskroute.resolvers.jobs import ingest, retention
+from taskroute.resolvers.jobs.auto_approval import auto_approve_pass
+from taskroute.resolvers.jobs.deadline_alerts import alerts_pass
+from taskroute.resolvers.jobs.routing import RoutingPolicy, routing_once
+from taskroute.resolvers.jobs.sweeper import sweep_pass
+from taskroute.resolvers.jobs.table_hygiene import hygiene_once
+from taskroute.resolvers.jobs.task_counts import compact_once
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
 from taskroute.schema.realtime_ws import TaskAvailablePlans, TransportWS
-from taskroute.services import Services
+from taskroute.server import gc_tuning
+from taskroute.server.drain import Drain, DrainWebSockets
+from taskroute.server.graphql_http import SpecGraphQL
+from taskroute.server.health import healthz, readyz
+from taskroute.server.jobs import Jobs
+from taskroute.server.metrics import metrics_endpoint
+from taskroute.server.requests import RequestContext
+from taskroute.server.services import ServerServices
+from taskroute.storage import open_blob_store
+from taskroute.storage.payload_links import PayloadUrls
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ class GraphQLApp(SpecGraphQL):
         self.task_available_plans = TaskAvailablePlans(cast(Schema, self.schema)._schema)
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        services: Services = request.state.services
+        services: ServerServices = request.state.services
         return Context(services, request.headers.get("authorization"), request, response)
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
@@ -217,7 +219,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         url = settings.database_url
         embedded = None
         if not url:
-            from taskroute.embedded import start_embedded_postgres
+            from taskroute.server.embedded import start_embedded_postgres
 
             url, embedded = start_embedded_postgres(settings.data_dir)
         # Requests go through `url` (possibly PgBouncer in transaction mode); what needs a
@@ -233,7 +235,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.admission_claim_queue,
             settings.admission_claim_wait,
         )
-        services = Services(Database(pool, settings.pool_timeout, admission), settings)
+        services = ServerServices(Database(pool, settings.pool_timeout, admission), settings)
         services.subscriptions = SubscriptionBudget(
             settings.ws_max_subscriptions_per_socket, settings.ws_max_subscriptions_per_credential
         )
@@ -267,13 +269,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # A draining process is not ready, so load balancers that probe stop sending to it.
         services.readiness["accepting"] = drain.ready
         services.drain = drain
-        jobs_db = services.db.for_jobs()  # never refused by admission (admission.py)
+        jobs_db = services.db.for_jobs()  # never refused by admission (db/admission.py)
         NOTIFIER.start(jobs_db)
         jobs = Jobs()
         drain.on_drain(jobs.request_stop)
-
-        async def deadline_alerts() -> None:
-            await evaluate(jobs_db, settings)
 
         async def routing() -> None:
             await routing_once(jobs_db, routing_policy)
@@ -288,7 +287,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         jobs.every("lease sweeper", settings.sweep_interval, lambda: sweep_pass(jobs_db))
         # on_review work past its auto-approval delay, beside the sweeper
         jobs.every("auto-approval", settings.sweep_interval, lambda: auto_approve_pass(jobs_db))
-        jobs.every("deadline alerts", settings.forecast_interval, deadline_alerts)
+        jobs.every(
+            "deadline alerts", settings.forecast_interval, lambda: alerts_pass(jobs_db, settings)
+        )
         jobs.every("routing", settings.routing_interval, routing)
         jobs.every("task-count compaction", settings.counts_interval, compaction)
         jobs.every("table hygiene", settings.hygiene_interval, hygiene)

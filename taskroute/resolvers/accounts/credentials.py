@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import Forbidden, NotFound, Unauthenticated
-
-if TYPE_CHECKING:
-    from taskroute.credential_cache import CredentialCache
 
 Role = Literal["admin", "customer", "expert"]
 
@@ -120,36 +116,6 @@ def parse_bearer(header: str | None) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("Authorization must be 'Bearer <token>'")
     return token.strip()
-
-
-async def authenticate(
-    db: Database,
-    admin_token: str,
-    header: str | None,
-    *,
-    cache: CredentialCache | None = None,
-) -> Viewer:
-    """The viewer of an `Authorization: Bearer` header. With `cache`, a stored token is looked
-    up in the database only when the cache does not hold it (or cannot be trusted right now)."""
-    token = parse_bearer(header)
-    if token is None:
-        raise Unauthenticated("missing Authorization: Bearer <token>")
-    # Constant-time comparison for the one token held in memory; stored tokens are found by
-    # their hash, so timing reveals nothing about them.
-    if admin_token and hmac.compare_digest(token.encode(), admin_token.encode()):
-        return Viewer("admin")
-    token_hash = hash_token(token)
-
-    viewer = await (
-        load_viewer(db, token_hash)
-        if cache is None
-        else cache.lookup(token_hash, lambda: load_viewer(db, token_hash))
-    )
-    if viewer is None or viewer.expired():
-        raise Unauthenticated("unknown, revoked or expired token")
-    if cache is not None:
-        cache.usage.note(db, viewer.credential_id)
-    return viewer
 
 
 async def load_viewer(db: Database, token_hash: bytes) -> Viewer | None:

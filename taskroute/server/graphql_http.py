@@ -57,10 +57,12 @@ from strawberry.subscriptions import (
 )
 from strawberry.types import ExecutionResult
 
-from taskroute.admission import Priority
-from taskroute.auth import Viewer, authenticate, hash_token, parse_bearer
-from taskroute.credential_cache import CredentialCache, StreamEnd
+from taskroute.db.admission import Priority
 from taskroute.errors import TaskrouteError, Unavailable
+from taskroute.resolvers.accounts.authentication import authenticate
+from taskroute.resolvers.accounts.credential_cache import CredentialCache, StreamEnd
+from taskroute.resolvers.accounts.credentials import Viewer, hash_token, parse_bearer
+from taskroute.schema.claims import CLAIM_OPS
 from taskroute.schema.limits import MAX_TOKENS
 from taskroute.schema.pipeline import parse_cached
 
@@ -476,7 +478,7 @@ def _claim_fields(body: bytes, parse_json: Any) -> list[tuple[str, FieldNode]]:
         return []
     fields = []
     for node in operation.selection_set.selections:
-        if not isinstance(node, FieldNode) or node.name.value != "claimNextTask" or node.directives:
+        if not isinstance(node, FieldNode) or node.name.value not in CLAIM_OPS or node.directives:
             return []
         fields.append((node.alias.value if node.alias else node.name.value, node))
     return fields

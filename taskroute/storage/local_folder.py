@@ -1,9 +1,4 @@
-"""Payload storage: a content-addressed blob store on a local folder or on S3.
-
-Keys are `sha256(canonical JSON)` hex digests, so writing the same payload twice (a retry, a
-re-sent batch) writes the same object. Both stores make an object visible only once it is
-complete: the folder store indexes a blob only after its pack is written; S3 PUTs are atomic.
-`TASKROUTE_BLOB_URL` picks the store (see `open_blob_store`).
+"""The blob store on a local folder.
 
 The folder store keeps many blobs per file (a pack per `put_many`), found through an SQLite
 index in the same folder (`LocalBlobStore`). A file per blob cost a file creation per payload,
@@ -23,101 +18,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import re
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
-from urllib.parse import unquote, urlparse
 
-T = TypeVar("T")
+from taskroute.storage.blobs import (
+    DEFAULT_CONCURRENCY,
+    BlobNotFound,
+    BlobStoreError,
+    Threaded,
+)
+
 log = logging.getLogger(__name__)
-
-# Blocking I/O (files, boto3) runs on this many threads per store.
-DEFAULT_CONCURRENCY = 16
-
-
-class BlobStoreError(Exception):
-    """The store could not read or write (down, full, denied): worth retrying later."""
-
-
-class BlobNotFound(BlobStoreError):
-    pass
-
-
-def blob_key(canonical: str) -> str:
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-class BlobStore(Protocol):
-    url: str
-
-    async def put_many(self, blobs: Iterable[tuple[str, bytes]]) -> None:
-        """Write every (key, data); returns once all are durable. Raises BlobStoreError."""
-
-    async def get(self, key: str) -> bytes: ...
-
-    async def exists(self, key: str) -> bool: ...
-
-    async def delete_many(self, keys: Iterable[str]) -> None:
-        """Delete every key; a key already gone is not an error. Raises BlobStoreError."""
-
-    def presigned_get_url(self, key: str, expires_in: int) -> str | None:
-        """A URL anyone can GET for `expires_in` seconds, or None if the store has none."""
-
-    async def close(self) -> None: ...
-
-
-class _Threaded:
-    """Runs blocking calls on a private pool: bounded concurrency, off the event loop."""
-
-    def __init__(self, concurrency: int) -> None:
-        self.concurrency = concurrency
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="blobs")
-
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    async def _run_all(self, fn: Callable[..., Any], items: list[Any]) -> None:
-        """`fn(*item)` for every item on up to `concurrency` threads; raises the first error.
-
-        Each thread drains a shared iterator (one executor job per thread, not per item), so a
-        chunk of a thousand payloads costs the event loop a handful of wake-ups. After an
-        error the threads stop taking new items."""
-        if not items:
-            return
-        source = iter(items)
-        lock = threading.Lock()
-        failed = threading.Event()
-
-        def drain() -> None:
-            while not failed.is_set():
-                with lock:
-                    item = next(source, None)
-                if item is None:
-                    return
-                try:
-                    fn(*item)
-                except BaseException:
-                    failed.set()
-                    raise
-
-        workers = min(self.concurrency, len(items))
-        results = await asyncio.gather(
-            *(self._run(drain) for _ in range(workers)), return_exceptions=True
-        )
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-
-    async def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 _KEY = re.compile(r"[0-9a-f]{64}")
@@ -179,7 +97,7 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
-class LocalBlobStore(_Threaded):
+class LocalBlobStore(Threaded):
     """A folder of packs: many blobs per file, found through an SQLite index.
 
     Layout (see the module's header for why):
@@ -593,148 +511,3 @@ class LocalBlobStore(_Threaded):
         # Waits for the threads (a local write or read ends within a chunk's time), then
         # closes their index connections.
         await asyncio.to_thread(self.close_blocking)
-
-
-class S3BlobStore(_Threaded):
-    """`s3://bucket/prefix` through boto3; endpoint, region and credentials come from the
-    standard AWS environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_DEFAULT_REGION, ...)."""
-
-    def __init__(self, bucket: str, prefix: str, concurrency: int = DEFAULT_CONCURRENCY) -> None:
-        super().__init__(concurrency)
-        import boto3
-        from botocore.config import Config
-
-        self.bucket = bucket
-        self.prefix = prefix.strip("/")
-        self.url = f"s3://{bucket}/{self.prefix}"
-        custom_endpoint = bool(
-            os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        )
-        config = Config(
-            # one pooled connection per worker thread
-            max_pool_connections=concurrency,
-            retries={"max_attempts": 2, "mode": "standard"},
-            # No CRC32 of every body in Python: S3 needs none for a PUT (TLS and TCP check
-            # the bytes), and it was a visible share of the ingest's CPU.
-            request_checksum_calculation="when_required",
-            connect_timeout=3,
-            read_timeout=20,
-            # S3-compatible servers (MinIO, moto, ...) on a custom endpoint want path style
-            s3={"addressing_style": "path" if custom_endpoint else "auto"},
-        )
-        # A client is thread safe; a session is not, so build the client once, here.
-        self._client = boto3.session.Session().client("s3", config=config)
-
-    def object_key(self, key: str) -> str:
-        return f"{self.prefix}/{key[:2]}/{key}.json" if self.prefix else f"{key[:2]}/{key}.json"
-
-    def _put(self, key: str, data: bytes) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            self._client.put_object(
-                Bucket=self.bucket,
-                Key=self.object_key(key),
-                Body=data,
-                ContentType="application/json",
-            )
-        except (BotoCoreError, ClientError) as exc:
-            raise BlobStoreError(f"cannot write blob to {self.url}: {exc}") from exc
-
-    async def put_many(self, blobs: Iterable[tuple[str, bytes]]) -> None:
-        await self._run_all(self._put, list(blobs))
-
-    def _get(self, key: str) -> bytes:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            obj = self._client.get_object(Bucket=self.bucket, Key=self.object_key(key))
-            body: bytes = obj["Body"].read()
-            return body
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise BlobNotFound(f"no blob {key}") from exc
-            raise BlobStoreError(f"cannot read blob: {exc}") from exc
-        except BotoCoreError as exc:
-            raise BlobStoreError(f"cannot read blob: {exc}") from exc
-
-    async def get(self, key: str) -> bytes:
-        return await self._run(self._get, key)
-
-    def _exists(self, key: str) -> bool:
-        try:
-            self._get_head(key)
-        except BlobNotFound:
-            return False
-        return True
-
-    def _get_head(self, key: str) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            self._client.head_object(Bucket=self.bucket, Key=self.object_key(key))
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
-                raise BlobNotFound(f"no blob {key}") from exc
-            raise BlobStoreError(f"cannot read blob: {exc}") from exc
-        except BotoCoreError as exc:
-            raise BlobStoreError(f"cannot read blob: {exc}") from exc
-
-    async def exists(self, key: str) -> bool:
-        return await self._run(self._exists, key)
-
-    def _delete_objects(self, keys: list[str]) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            answer = self._client.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": self.object_key(k)} for k in keys], "Quiet": True},
-            )
-        except (BotoCoreError, ClientError) as exc:
-            raise BlobStoreError(f"cannot delete blobs from {self.url}: {exc}") from exc
-        # S3 answers 200 with per-key errors; a missing key is not one (deletes are idempotent)
-        errors = answer.get("Errors") or []
-        if errors:
-            first = errors[0]
-            raise BlobStoreError(
-                f"cannot delete {len(errors)} blobs from {self.url}: "
-                f"{first.get('Code')} {first.get('Message')}"
-            )
-
-    async def delete_many(self, keys: Iterable[str]) -> None:
-        batch = list(keys)
-        # DeleteObjects takes at most 1000 keys per request
-        await self._run_all(
-            self._delete_objects, [(batch[i : i + 1000],) for i in range(0, len(batch), 1000)]
-        )
-
-    def presigned_get_url(self, key: str, expires_in: int) -> str | None:
-        # Signing is local computation (no request), so it may run on the event loop.
-        url: str = self._client.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": self.bucket, "Key": self.object_key(key)},
-            ExpiresIn=expires_in,
-        )
-        return url
-
-
-def open_blob_store(url: str, data_dir: str, concurrency: int = DEFAULT_CONCURRENCY) -> BlobStore:
-    """`file:///abs/path`, `file://./rel/path`, a bare path, `s3://bucket/prefix`, or empty
-    (the default folder `<data_dir>/blobs`)."""
-    if not url:
-        return LocalBlobStore(Path(data_dir) / "blobs", concurrency)
-    parsed = urlparse(url)
-    if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise ValueError(f"TASKROUTE_BLOB_URL {url!r} names no bucket")
-        return S3BlobStore(parsed.netloc, parsed.path, concurrency)
-    if parsed.scheme == "file":
-        # file:///abs -> /abs ; file://./rel -> ./rel (a common relative spelling)
-        path = (
-            unquote(parsed.netloc + parsed.path) if parsed.netloc == "." else unquote(parsed.path)
-        )
-        return LocalBlobStore(path, concurrency)
-    if parsed.scheme == "":
-        return LocalBlobStore(url, concurrency)
-    raise ValueError(f"TASKROUTE_BLOB_URL {url!r}: use file:///path or s3://bucket/prefix")

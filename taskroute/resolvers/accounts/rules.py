@@ -18,13 +18,13 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.auth import Viewer, hash_token, new_token
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, Conflict, Forbidden, NotFound
 from taskroute.realtime import notify
 from taskroute.resolvers import cursors, paging
 from taskroute.resolvers import validation as v
+from taskroute.resolvers.accounts.credentials import Viewer, hash_token, new_token
 from taskroute.resolvers.paging import Page
 
 REASON_MAX = 1000

@@ -51,9 +51,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from taskroute.auth import Viewer, load_viewer
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
+from taskroute.resolvers.accounts.credentials import Viewer, load_viewer
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from taskroute.blobs import BlobStore, BlobStoreError
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.resolvers import accounts
+from taskroute.resolvers.accounts import rules as accounts
 from taskroute.resolvers.payloads import BLOB_WRITES_LOCK_KEY
+from taskroute.storage.blobs import BlobStore, BlobStoreError
 
 log = logging.getLogger(__name__)
 

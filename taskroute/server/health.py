@@ -11,7 +11,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from taskroute.services import ReadinessCheck, Services
+from taskroute.server.services import ReadinessCheck, ServerServices
 
 CHECK_TIMEOUT = 2.0
 
@@ -29,7 +29,7 @@ async def _run(check: ReadinessCheck) -> str:
 
 
 async def readyz(request: Request) -> Response:
-    services: Services = request.state.services
+    services: ServerServices = request.state.services
 
     async def database() -> bool:
         return bool(await services.db.fetchval("SELECT 1") == 1)

@@ -1,27 +1,24 @@
-"""What the app's lifespan builds once and every request shares (the pool, settings, caches).
+"""What every request shares (the pool, settings, caches), as the domain and the API read it.
 
-Its own module, below every layer that reads it: GraphQL's context, REST handlers, the domain's
-batch functions and the health and metrics endpoints all take it without importing upward.
-Every collaborator is a typed field; None where this process runs without it.
+The server's lifespan builds it (`taskroute.server.services.ServerServices`, which adds what
+only the server reads); it is declared here so GraphQL's context, REST handlers and the
+domain's batch functions take it without importing upward. Every collaborator is a typed
+field; None where this process runs without it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from taskroute.blobs import BlobStore
 from taskroute.config import Settings
-from taskroute.credential_cache import CredentialCache
 from taskroute.db.pool import Database
-from taskroute.drain import Drain
-from taskroute.payload_links import PayloadUrls
 from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.shared import SharedEvaluations
-
-# True when ready; /readyz runs every check of `Services.readiness`
-ReadinessCheck = Callable[[], Awaitable[bool]]
+from taskroute.resolvers.accounts.credential_cache import CredentialCache
+from taskroute.storage.blobs import BlobStore
+from taskroute.storage.payload_links import PayloadUrls
 
 
 def _no_ingest_worker() -> None:
@@ -30,7 +27,7 @@ def _no_ingest_worker() -> None:
 
 @dataclass
 class Services:
-    """What the app's lifespan builds once and every request shares."""
+    """What the server's lifespan builds once and every request shares."""
 
     db: Database
     settings: Settings
@@ -44,9 +41,5 @@ class Services:
     payload_urls: PayloadUrls | None = None
     # tells this process's ingest worker a batch was queued (it also polls)
     wake_ingest: Callable[[], None] = _no_ingest_worker
-    # SIGTERM handling: WebSockets closed with 1001, jobs stopped, readiness off
-    drain: Drain | None = None
-    # name -> check, besides the database's own (the listener, the drain)
-    readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     # forecastUpdated subscribers of one project share one evaluation per change
     forecasts: SharedEvaluations = field(default_factory=SharedEvaluations)
