@@ -326,7 +326,7 @@ async def _drop_for_redefinition(
                 f" {', '.join(others)} use it: change those in a migration first"
             )
         return None
-    signature = await conn.fetchval("SELECT $1::regprocedure::text", oid)
+    signature = await conn.fetchval("SELECT $1::oid::regprocedure::text", oid)
     await conn.execute(f"DROP FUNCTION {signature} CASCADE")
     return [name, *(r["proname"] for r in rows)]
 
