@@ -332,3 +332,47 @@ async def test_a_function_that_cannot_be_replaced_is_recreated_with_its_dependen
         )
     finally:
         await conn.close()
+
+
+async def test_a_later_migration_and_the_functions_it_needs_or_that_need_it(
+    empty_database: str, functions_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A migration after the baseline may call a new function in a column default (installed
+    before it); a new function returning its table's row type, and a trigger on that table,
+    are installed after it. All in the one run."""
+    await migrate_url(empty_database)
+    migrations = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS, migrations)
+    (migrations / "0002_widgets.sql").write_text(
+        "CREATE TABLE widgets (id integer PRIMARY KEY, code text NOT NULL DEFAULT widget_code(),"
+        " touched boolean NOT NULL DEFAULT false);\n"
+    )
+    monkeypatch.setattr(migrate_module, "MIGRATIONS", migrations)
+    (functions_copy / "widgets.sql").write_text(
+        "-- Test functions around a table a later migration adds.\n"
+        "CREATE OR REPLACE FUNCTION widget_code() RETURNS text\n"
+        "LANGUAGE sql IMMUTABLE AS $$ SELECT 'w' $$;\n\n"
+        "CREATE OR REPLACE FUNCTION widgets_all() RETURNS SETOF widgets\n"
+        "LANGUAGE sql STABLE AS $$ SELECT * FROM widgets ORDER BY id $$;\n\n"
+        "CREATE OR REPLACE FUNCTION widgets_touch() RETURNS trigger\n"
+        "LANGUAGE plpgsql AS $fn$ BEGIN NEW.touched := true; RETURN NEW; END $fn$;\n\n"
+        "CREATE OR REPLACE TRIGGER widgets_touch BEFORE INSERT ON widgets\n"
+        "    FOR EACH ROW EXECUTE FUNCTION widgets_touch();\n"
+    )
+    assert await migrate_url(empty_database) == [2]
+    conn = await asyncpg.connect(empty_database)
+    try:
+        await conn.execute("INSERT INTO widgets (id) VALUES (1)")
+        rows = await conn.fetch("SELECT * FROM widgets_all()")
+        assert [tuple(r) for r in rows] == [(1, "w", True)]
+        recorded = await conn.fetch("SELECT version, name FROM schema_migrations ORDER BY 1")
+        assert [tuple(r) for r in recorded] == [BASELINE, (2, "widgets")]
+    finally:
+        await conn.close()
+    # and on a new database, where the baseline and 0002 run in the same install
+    conn = await asyncpg.connect(empty_database)
+    try:
+        await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+    finally:
+        await conn.close()
+    assert await migrate_url(empty_database) == [1, 2]
