@@ -7,7 +7,7 @@
 
 Speed (issue 16): creates a scratch database next to the admin DSN (TASKROUTE_TEST_PG or
 postgres@127.0.0.1), fills it with generate_series (projects with deadlines, open/claimed/done
-tasks, experts with skills, an hour of submissions; the triggers of migration 0015 keep the
+tasks, experts with skills, an hour of submissions; the triggers of db/functions keep the
 counts and paces as they would in production), then prints
 - one project's forecast at `projects x tasks` tasks (default 100k), and
 - the dashboard's list: every project's forecast once `--list` projects exist (the rest get

@@ -1,4 +1,4 @@
-"""The database clock a test controls: `taskroute_now()` (migration 0017) shifted per database.
+"""The database clock a test controls: `taskroute_now()` (functions/clock.sql) shifted per database.
 
 Every statement that decides time reads `taskroute_now()`. Production never touches it (it is
 now(), inlined). A test redefines it in its own database as now() plus an offset: one DDL

@@ -12,7 +12,7 @@ tasks, assignments or items must read a bounded number of rows, whatever the his
 The statistics are taken before 800 experts claim, as with autovacuum off: the plans must not
 trust them (a claimed-task index that looks empty to the planner holds every live claim).
 
-The alerts job runs the forecasts, which read the maintained counts (migration 0015): they
+The alerts job runs the forecasts, which read the maintained counts (task_counts): they
 are held to the same bound.
 """
 
@@ -326,7 +326,7 @@ async def test_progress_recount_reads_a_bounded_number_of_rows(
     logged: tuple[Database, PlanLog, Settings],
     db: asyncpg.Connection,
 ) -> None:
-    """projectProgress's counts come from the maintained counts (migration 0027 keeps gold
+    """projectProgress's counts come from the maintained counts (which keep gold
     servings apart), not from a recount of the project's 200k tasks; and they are the
     recount's figures."""
     jobs, log, _ = logged

@@ -552,7 +552,7 @@ def test_the_ends_integrate_to_the_brute_force_sums(paces: list[tuple[float, flo
     assert got == pytest.approx(want, rel=1e-3)
 
 
-# The cycles as Postgres computed them before migration 0028 (timestamp differences per kept
+# The cycles as Postgres once computed them (timestamp differences per kept
 # submission): the oracle of `Kept`, which takes them from microseconds kept at submit.
 OLD_CYCLES = """
 SELECT coalesce(array_agg(k.skill ORDER BY k.i), '{}') AS p_skills,

@@ -1,4 +1,4 @@
-"""Each expert's kept pace (expert_pace, migration 0015; the submit's fast path, 0026) is their
+"""Each expert's kept pace (expert_pace, kept by functions/pace.sql, fast path and merge) is their
 newest 40 submissions, newest first, whichever way a submission arrives: submits through the
 API past the 40 kept, a restamp of a kept one, submits after that restamp, another expert's
 submits in between. The forecast reads its pace from these rows."""
@@ -33,7 +33,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 async def newest(db: asyncpg.Connection, expert_id: str) -> list[tuple[Any, ...]]:
-    """The newest 40, times in microseconds (migration 0028): from the claim to the submit,
+    """The newest 40, times in microseconds: from the claim to the submit,
     and the submit's since 1970."""
     rows = await db.fetch(
         "SELECT a.id, t.skill, a.claimed_at, a.submitted_at FROM assignments a"

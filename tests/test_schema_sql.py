@@ -31,6 +31,7 @@ async def test_checked_in_schema_sql_matches_a_fresh_migrate(pg_admin_dsn: str) 
             )
         )
         raise AssertionError(
-            f"schema.sql is stale (a migration or a db/functions file changed); regenerate it"
-            f" with:\n    {REGENERATE}\nand commit it. First differences:\n{diff[:3000]}"
+            "schema.sql is stale (a migration, or a db/functions or db/queries file, changed);"
+            f" regenerate it with:\n    {REGENERATE}\nand commit it."
+            f" First differences:\n{diff[:3000]}"
         )

@@ -1,5 +1,5 @@
 """The churn tables' statistics and dead rows, kept by the service when the server's autovacuum
-does not (resolvers/table_hygiene.py), by the per-table thresholds of migration 0006."""
+does not (resolvers/table_hygiene.py), by the per-table thresholds of the baseline migration."""
 
 from __future__ import annotations
 

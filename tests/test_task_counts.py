@@ -1,6 +1,6 @@
-"""The maintained task counts (issue 16) equal a recount of the tasks after a concurrent mix of
+"""The maintained task counts equal a recount of the tasks after a concurrent mix of
 claims, submits, expiries, a cancel, a retraction, the sweeper and the compactor, per (skill,
-status, gold) (migration 0027). Gold servings themselves are counted in test_quality's gold
+status, gold). Gold servings themselves are counted in test_quality's gold
 test, through projectProgress, which leaves them out.
 
 Experts race through three projects over the API while side tasks expire leases, sweep, fold

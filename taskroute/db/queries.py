@@ -9,11 +9,11 @@ Each block starts with a header line and runs until the next header:
 The comment lines under a header document the block and its `$n` parameters.
 
 Splicing: `{{ block_name(a, b) }}` anywhere in a block (or in `functions/*.sql`) is replaced
-by that block's SQL with `$1` -> `a`, `$2` -> `b` (all at once; a trailing `;` dropped);
-`{{ block_name }}` splices it unchanged. The result is plain SQL, so the planner sees each
-statement whole and can match its predicates to the partial indexes. Arguments are simple
-tokens (aliases, `$n`, names), never containing commas or parentheses. Splices inside `--`
-comments are left alone.
+by that block's SQL with `$1` -> `a`, `$2` -> `b` (all at once; a trailing `;` and the
+block's `--` comments dropped); `{{ block_name }}` splices it without substitutions. The
+result is plain SQL, so the planner sees each statement whole and can match its predicates
+to the partial indexes. Arguments are simple tokens (aliases, `$n`, names), never containing
+commas or parentheses. Splices inside `--` comments are left alone.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def splice(sql: str, blocks: dict[str, str], depth: int = 0) -> str:
         name, raw_args = match.group(1), match.group(2)
         if name not in blocks:
             raise ValueError(f"splice of unknown block {name!r}")
-        body = splice(blocks[name], blocks, depth + 1).rstrip().removesuffix(";")
+        body = _code(splice(blocks[name], blocks, depth + 1)).rstrip().removesuffix(";")
         if raw_args is None:
             return body
         args = [a.strip() for a in raw_args.split(",")]
@@ -69,6 +69,17 @@ def splice(sql: str, blocks: dict[str, str], depth: int = 0) -> str:
         code, dashes, comment = line.partition("--")
         lines.append(_SPLICE.sub(one, code) + dashes + comment)
     return "\n".join(lines)
+
+
+def _code(sql: str) -> str:
+    """`sql` without its `--` comments: a spliced block's documentation stays in its file (and
+    its `$n` are never substituted inside prose)."""
+    lines = []
+    for line in sql.split("\n"):
+        code = line.partition("--")[0].rstrip()
+        if code or not line.strip():
+            lines.append(code)
+    return "\n".join(lines).strip()
 
 
 def load(folder: Path) -> dict[str, str]:

@@ -62,7 +62,7 @@ class ProjectSpec:
 
 
 # Payload retention bounds: 0 deletes the payloads as soon as the project ends; at
-# most 10 years (migration 0014 holds the same bound).
+# most 10 years (a CHECK on projects holds the same bound).
 PAYLOAD_RETENTION_MAX = 3650 * 86400
 
 

@@ -2,19 +2,11 @@
 -- trip each, like procrastinate_fetch_job or graphile-worker's get_job). Each function runs
 -- the named statements of queries/*.sql, spliced in by `{{ name(args) }}`
 -- (taskroute/db/queries.py), so EXPLAIN tests and the functions run the very same SQL.
--- migrate.py installs this file whenever it changes.
 -- Lock order everywhere: the expert row (claims), then a task row, then its assignment, then
 -- the item, then the project's settle lock (functions/projects.sql). The change feed takes no
--- lock (read up to a horizon: migration 0025).
+-- lock (it is read up to a horizon: queries/quality.sql result_feed_horizon).
 -- Every function reports its outcome in an `outcome` column instead of raising, so the caller
 -- maps outcomes to the API's errors in one place (taskroute/resolvers/claims.py).
-
--- Base priority: eff_priority without the fairness boost (class, deadline bump and the task's
--- own priority). What experts may be told about; boosts are routing's business.
-CREATE FUNCTION routing_base_priority(eff_priority integer) RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN CASE WHEN eff_priority >= routing_fair_threshold()
-            THEN eff_priority - routing_fair_boost() ELSE eff_priority END;
 
 -- The expert's live claim if they hold one, else the best task they may take: gold first
 -- (by the project's gold share), else real work; only from `p_project` when given. Before a
@@ -23,7 +15,7 @@ RETURN CASE WHEN eff_priority >= routing_fair_threshold()
 -- outcome: 'claimed' | 'held' | 'none' (nothing for you) | 'inactive' (expert disabled)
 --          | 'no_project' (the scope names no project).
 -- released: the leases returned to the pool, [{skill, project_id, status, min_quality}].
-CREATE FUNCTION taskroute_claim(
+CREATE OR REPLACE FUNCTION taskroute_claim(
     p_expert uuid, p_skills text[], p_project uuid, p_gold_draw float8
 ) RETURNS TABLE (
     outcome text, assignment_id uuid, lease_until timestamptz, task_id uuid, project_id uuid,
@@ -63,7 +55,7 @@ BEGIN
             v_released := v_released || jsonb_build_object(
                 'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
                 'min_quality', v_row.min_quality);
-            -- a slot out of retries may have been its project's last work (issue 13)
+            -- a slot out of retries may have been its project's last work
             IF v_row.status = 'failed' THEN
                 PERFORM taskroute_project_settle(v_row.project_id, true);
             END IF;
@@ -99,7 +91,7 @@ $fn$;
 -- Extends the expert's live lease and records their presence.
 -- outcome: 'extended' | 'not_found' (no such assignment, or another expert's) | 'submitted'
 --          | 'canceled' (live, but the project was canceled) | 'expired'.
-CREATE FUNCTION taskroute_heartbeat(p_assignment uuid, p_expert uuid)
+CREATE OR REPLACE FUNCTION taskroute_heartbeat(p_assignment uuid, p_expert uuid)
 RETURNS TABLE (outcome text, lease_until timestamptz, has_high_priority_tasks boolean)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -142,7 +134,7 @@ $fn$;
 -- opened: tasks this submit opened ([{skill, project_id, min_quality}]) for wake-up hints.
 -- pay_status: what the project's payment policy will do ('paid' | 'pending_review' |
 -- 'pending_resolution'); the same for gold and real work, so it tells nothing about gold.
-CREATE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb)
+CREATE OR REPLACE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb)
 RETURNS TABLE (
     outcome text, receipt_id uuid, submitted_at timestamptz, pay_cents integer,
     project_id uuid, opened jsonb, pay_status text
@@ -202,7 +194,7 @@ BEGIN
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);
-        -- The last slot done (and no adjudication or refill opened): completed (issue 13).
+        -- The last slot done (and no adjudication or refill opened): completed.
         PERFORM taskroute_project_settle(v_ctx.project_id, true);
     END IF;
     outcome := 'stored';

@@ -1,5 +1,5 @@
--- Project completion inside the database (issue 13). `{{ name(args) }}` splices the named
--- blocks of queries/projects.sql; migrate.py installs this file whenever it changes.
+-- Project completion inside the database. `{{ name(args) }}` splices the named blocks of
+-- queries/projects.sql.
 
 -- Moves a project between 'active' and 'completed' so that it is 'completed' exactly when it
 -- has customer work and none is left (queries/projects.sql: project_settle). Called in the
@@ -19,7 +19,7 @@
 -- to commit (their UPDATE conflicts with the share lock), so they will see our work and
 -- settle the project themselves. Only the last few submits of a project (every remaining
 -- slot is in some in-flight transaction's hands) take the lock. Adders pass false.
-CREATE FUNCTION taskroute_project_settle(p_project uuid, p_probe boolean) RETURNS text
+CREATE OR REPLACE FUNCTION taskroute_project_settle(p_project uuid, p_probe boolean) RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_status text;
@@ -56,3 +56,22 @@ BEGIN
     RETURN v_status;
 END
 $fn$;
+
+-- When a slot left the remaining work (done, failed or canceled): the burn-down's history is
+-- rebuilt from created_at (+1) and finished_at (-1). Set by a trigger, not by each statement,
+-- so every path that ends a slot (submit, sweeper, cancel, adjudication no longer needed,
+-- released gold, and paths added later) records it; the WHEN clause runs in C, so heartbeats
+-- and claims do not enter the function.
+CREATE OR REPLACE FUNCTION taskroute_task_finished() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    NEW.finished_at := taskroute_now();
+    RETURN NEW;
+END
+$fn$;
+
+CREATE OR REPLACE TRIGGER tasks_finished BEFORE UPDATE OF status ON tasks
+    FOR EACH ROW
+    WHEN (NEW.status IN ('done', 'failed', 'canceled')
+          AND OLD.status NOT IN ('done', 'failed', 'canceled'))
+    EXECUTE FUNCTION taskroute_task_finished();

@@ -1,20 +1,20 @@
 -- Quality decisions inside the database: comparing answers, scoring gold, pausing, resolving
 -- items. Called by taskroute_submit (one round trip per submit) and by the admin paths
 -- (pause, retraction), so each rule exists once. `{{ name(args) }}` splices the named blocks
--- of queries/*.sql (taskroute/db/queries.py); migrate.py installs this file whenever it
--- changes. Rules in words: the docstring of taskroute/resolvers/quality/__init__.py.
+-- of queries/*.sql (taskroute/db/queries.py). Rules in words: the docstring of
+-- taskroute/resolvers/quality/__init__.py.
 
 -- What two answers are compared on: the whole answer, or its top-level `field`; NULL when
 -- the answer lacks that field (such answers never agree on anything). jsonb equality, so key
 -- order and number spelling (4 vs 4.0) do not matter.
-CREATE FUNCTION taskroute_answer_key(p_answer jsonb, p_field text) RETURNS jsonb
+CREATE OR REPLACE FUNCTION taskroute_answer_key(p_answer jsonb, p_field text) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN p_field IS NULL THEN p_answer
             WHEN jsonb_typeof(p_answer) = 'object' THEN p_answer -> p_field END;
 
 -- A gold answer is correct when it matches the known answer on the compared field (a gold
 -- answer given as the bare value, not an answer object, is compared as it is).
-CREATE FUNCTION taskroute_gold_correct(p_answer jsonb, p_gold jsonb, p_field text)
+CREATE OR REPLACE FUNCTION taskroute_gold_correct(p_answer jsonb, p_gold jsonb, p_field text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN coalesce(taskroute_answer_key(p_answer, p_field)
@@ -23,7 +23,7 @@ RETURN coalesce(taskroute_answer_key(p_answer, p_field)
 -- Pauses an active skill of an expert (a status change with reason and time, never a delete)
 -- and gives their live claims on it back. Returns the tasks that became open again
 -- ([{skill, project_id, min_quality}], for wake-up hints), or NULL if the skill was not active.
-CREATE FUNCTION taskroute_pause_skill(p_expert uuid, p_skill text, p_reason text)
+CREATE OR REPLACE FUNCTION taskroute_pause_skill(p_expert uuid, p_skill text, p_reason text)
 RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -53,7 +53,7 @@ $fn$;
 -- chance that it EVER reaches 1 / risk is at most risk, however many gold answers they give
 -- (checked after each one: a sequential test, not a fixed sample). Log-sum-exp keeps it finite.
 -- NULL when the bar is 0 (nothing can be below it).
-CREATE FUNCTION taskroute_pause_llr(
+CREATE OR REPLACE FUNCTION taskroute_pause_llr(
     p_correct integer, p_wrong integer, p_bar float8, p_trusted float8
 ) RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
@@ -70,9 +70,9 @@ $$;
 -- Scores a gold answer: the (expert, skill) estimate and pause evidence move, and the skill is
 -- paused once the project's rule says so (the project the gold item belongs to).
 -- 'sequential': at least pause_min_gold gold answers since the last unpause and evidence
--- >= ln(1 / pause_risk). 'fixed' (the rule before issue 15): at least pause_min_gold gold
+-- >= ln(1 / pause_risk). 'fixed' (the older rule): at least pause_min_gold gold
 -- answers and a Beta mean below pause_below. Returns the tasks the pause reopened ('[]').
-CREATE FUNCTION taskroute_score_gold(
+CREATE OR REPLACE FUNCTION taskroute_score_gold(
     p_expert uuid, p_skill text, p_correct boolean, p_project uuid
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
@@ -141,7 +141,7 @@ $fn$;
 -- bench/quality.py); the heaviest answer then resolves the item ('adjudicated'). With
 -- adjudication off, the heaviest answer at the cap ('weighted-plurality'). A retraction
 -- recomputes with the same rule and asks for answers the same way.
-CREATE FUNCTION taskroute_resolve_item(p_item uuid, p_refill boolean) RETURNS jsonb
+CREATE OR REPLACE FUNCTION taskroute_resolve_item(p_item uuid, p_refill boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $fn$
 DECLARE
     st record;
@@ -175,7 +175,7 @@ BEGIN
     PERFORM 1 FROM ({{ item_lock(p_item) }}) l;
     {{ item_lock_state(p_item) }} INTO st;
     v_weighted := st.resolution = 'weighted';
-    -- a completed project takes work again (a retraction's refill reopens it, issue 13)
+    -- a completed project takes work again (a retraction's refill reopens it)
     v_live := st.project_status IN ('active', 'completed');
 
     SELECT count(*) FILTER (WHERE v.kind = 'normal'),
@@ -314,7 +314,7 @@ BEGIN
         {{ result_change_insert(st.project_id, p_item, v_version, v_change, v_answer, v_agreement) }};
     END IF;
 
-    -- Payment policy on_acceptance (issue 20): a resolved item decides its undecided answers
+    -- Payment policy on_acceptance: a resolved item decides its undecided answers
     -- (agree: accepted and paid; disagree: rejected, or paid when the project pays
     -- disagreements with an adjudicated result). Decisions stand once made: a later
     -- re-resolution changes the result, not the pay (a retraction is the correction).
@@ -337,9 +337,9 @@ $fn$;
 -- its item resolves: at the expert's submit when theirs was the deciding answer, else later.
 -- A gold answer is decided together with its twin (queries/ledger.sql gold_twin_before): at
 -- once when the twin is decided already, else when it is (the trigger assignments_gold_twins,
--- migration 0023). Without a twin yet it waits (pending) for the auto-approval job to link the
+-- below). Without a twin yet it waits (pending) for the auto-approval job to link the
 -- next real answer. Called by taskroute_submit for every gold answer.
-CREATE FUNCTION taskroute_gold_submitted(p_assignment uuid) RETURNS void
+CREATE OR REPLACE FUNCTION taskroute_gold_submitted(p_assignment uuid) RETURNS void
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_twin record;
@@ -358,10 +358,48 @@ END
 $fn$;
 
 -- Decides gold answers by their correctness (queries/ledger.sql assignments_decide_gold).
--- Also called by the trigger of migration 0023 when a twin is decided.
-CREATE FUNCTION taskroute_gold_decide(p_assignments uuid[]) RETURNS void
+-- Also called by the trigger assignments_gold_twins when a twin is decided.
+CREATE OR REPLACE FUNCTION taskroute_gold_decide(p_assignments uuid[]) RETURNS void
 LANGUAGE plpgsql AS $fn$
 BEGIN
     {{ assignments_decide_gold(p_assignments) }};
 END
 $fn$;
+
+-- Every path that decides real work (the item's resolution, a customer's review, a retraction,
+-- a cancel) decides the gold answers waiting on it, in its own transaction.
+CREATE OR REPLACE FUNCTION assignments_decide_gold_twins() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM taskroute_gold_decide(array_agg(x.assignment_id))
+    FROM gold_exposures x WHERE x.pending AND x.decide_with = NEW.id
+    HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER assignments_gold_twins AFTER UPDATE OF review_status ON assignments
+    FOR EACH ROW WHEN (OLD.review_status = 'submitted' AND NEW.review_status <> 'submitted')
+    EXECUTE FUNCTION assignments_decide_gold_twins();
+
+-- Every project gets its quality policy row, with the defaults, as it is created.
+CREATE OR REPLACE FUNCTION project_quality_default() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO project_quality (project_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER projects_quality_default AFTER INSERT ON projects
+    FOR EACH ROW EXECUTE FUNCTION project_quality_default();
+
+-- Every insert path (createProject, addTasks, background ingest, addGoldItems) fills the pool.
+CREATE OR REPLACE FUNCTION gold_pool_add() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO gold_pool (item_id, project_id, skill)
+    VALUES (NEW.id, NEW.project_id, NEW.skill) ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER items_gold_pool AFTER INSERT ON items
+    FOR EACH ROW WHEN (NEW.gold_answer IS NOT NULL) EXECUTE FUNCTION gold_pool_add();

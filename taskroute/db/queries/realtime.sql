@@ -31,7 +31,7 @@ LEFT JOIN LATERAL (
 ORDER BY s.skill;
 
 -- name: projects_progress_many
--- $1 project ids. Per project its status (issue 13: 'completed' with its time) and counts of
+-- $1 project ids. Per project its status ('completed' with its time) and counts of
 -- tasks by state (gold servings are not customer work), as project_progress.
 SELECT p.id AS project_id, p.status, p.completed_at, c.*
 FROM projects p

@@ -2,12 +2,12 @@
 authenticate, and a revoked token still stops working within about a second in
 every server process.
 
-Coherence comes from Postgres: migration 0007 NOTIFYs `taskroute_credentials` when a
-credential row changes or goes (payload: its token hash, hex), when an expert's status changes
-(payload: the expert id) and on TRUNCATE ('*'). The process's one LISTEN connection (the
-realtime `Hub`) hands every such event to `invalidate`. A NOTIFY reaches only connections that
-are LISTENing when it is sent, so the cache is trusted only in a state where none can have been
-missed since its entries were read:
+Coherence comes from Postgres: triggers (db/functions/credentials.sql) NOTIFY
+`taskroute_credentials` when a credential row changes or goes (payload: its token hash, hex),
+when an expert's status changes (payload: the expert id) and on TRUNCATE ('*'). The process's
+one LISTEN connection (the realtime `Hub`) hands every such event to `invalidate`. A NOTIFY
+reaches only connections that are LISTENing when it is sent, so the cache is trusted only in a
+state where none can have been missed since its entries were read:
 
 - while the LISTEN connection is up and its health probe is not overdue (`listener_live`);
 - and only for the connection it last synchronised with (`listener_generation` changes on
@@ -57,7 +57,7 @@ from taskroute.resolvers.accounts.credentials import Viewer, load_viewer
 
 log = logging.getLogger(__name__)
 
-# Must match the channel name in migrations/0007_credential_invalidation.sql.
+# Must match the channel name in db/functions/credentials.sql.
 CREDENTIALS_CHANNEL = "taskroute_credentials"
 
 

@@ -1,6 +1,6 @@
 """Deadline forecasts: remaining work against the pace measured from the work itself.
 
-The facts are maintained as the work happens (migration 0015), so a forecast reads a few rows
+The facts are maintained as the work happens (by triggers), so a forecast reads a few rows
 whatever the history: `forecast_counts` (task counts per project and skill) and
 `forecast_experts` (the present experts, their skills, and their newest submissions). Per
 (project, skill):

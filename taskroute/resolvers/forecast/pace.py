@@ -144,7 +144,7 @@ class Kept:
 
     @classmethod
     def of(cls, row: asyncpg.Record, cap_us: int, window_us: int) -> Kept:
-        """From a row of forecast_experts (expert_pace's arrays, migration 0028, and the
+        """From a row of forecast_experts (expert_pace's arrays and the
         statement's clock): the submissions at most `window_us` before the clock."""
         submitted = row["p_submitted_us"]
         if not submitted:

@@ -1,44 +1,15 @@
--- A forecast's pace without timestamp arithmetic per kept submission (issue 16). Every
--- forecast recomputed, for each expert asked about and each of their 40 kept submissions,
--- the seconds it cost (from the claim, or from the previous submission when within the idle
--- cap) from two timestamp differences through numeric `extract`: ~40-50 us per expert, most of
--- a one-project forecast's Postgres time at 100k tasks (bench/RESULTS.md, 2026-12-02).
---
--- The row now keeps each submission's times as whole microseconds, maintained at submit, in
--- place of the two timestamp arrays (same size: the row stays ~1.9 kB, two to a page at
--- fillfactor 50, so the submit's update writes what it wrote):
--- - claim_us[i]: submitted_at - claimed_at of the i-th newest kept submission;
--- - submitted_us[i]: its submitted_at, microseconds since 1970-01-01 UTC.
--- The forecast ships them as they are (no per-element SQL) and resolvers/forecast.py `Kept`
--- takes the window and picks each cycle, the idle cap still a setting: integers compare
--- exactly as the intervals did, and an integer of microseconds / 10^6 is the same double as
--- extract(epoch)::float8 (both correctly rounded), so the cycles are the same to the bit.
--- A new table, filled from the old one (an UPDATE in place would leave every row with both
--- layouts, over the size at which Postgres compresses it, until its expert's next submit).
-ALTER TABLE expert_pace RENAME TO expert_pace_before_0028;
-ALTER INDEX expert_pace_pkey RENAME TO expert_pace_before_0028_pkey;
-ALTER TABLE expert_pace_before_0028
-    RENAME CONSTRAINT expert_pace_expert_id_fkey TO expert_pace_before_0028_expert_id_fkey;
-CREATE TABLE expert_pace (
-    expert_id      uuid PRIMARY KEY REFERENCES experts (id),
-    assignment_ids uuid[] NOT NULL,
-    skills         text[] NOT NULL,
-    claim_us       bigint[] NOT NULL,
-    submitted_us   bigint[] NOT NULL
-) WITH (fillfactor = 50);
-INSERT INTO expert_pace (expert_id, assignment_ids, skills, claim_us, submitted_us)
-SELECT p.expert_id, p.assignment_ids, p.skills,
-       (SELECT array_agg((extract(epoch FROM p.submitted_at[i] - p.claimed_at[i])
-                          * 1000000)::bigint ORDER BY i)
-        FROM generate_series(1, cardinality(p.submitted_at)) i),
-       (SELECT array_agg((extract(epoch FROM u.s) * 1000000)::bigint ORDER BY u.i)
-        FROM unnest(p.submitted_at) WITH ORDINALITY u(s, i))
-FROM expert_pace_before_0028 p
-ORDER BY p.expert_id;
-DROP TABLE expert_pace_before_0028;
+-- The pace of each expert, kept from the work itself (expert_pace): their newest 40 submitted
+-- assignments (any skill), newest first, kept by these triggers on assignments in the
+-- submitting transaction, so a forecast reads one row per present expert instead of walking
+-- the submission history. The row belongs to one expert, whose submits follow one another (one
+-- live claim each): no two experts ever write the same row.
 
--- The merge (first submission, restamps, retractions, imports): the same newest 40, each
+-- Merges submitted assignments (parallel arrays, any experts) into their experts' rows: an
+-- assignment already kept is replaced (a restamp, a retraction), the newest 40 are kept, each
 -- array in the rank's order (row_number: ties stay aligned across the arrays).
+-- PL/pgSQL keeps the plan for the session (a LANGUAGE sql function that writes is planned on
+-- every call). Its generic plan (arrays of unknown length) is the custom plan's, but costs more
+-- on paper than a custom plan for a one-element array, hence force_generic_plan.
 CREATE OR REPLACE FUNCTION taskroute_pace_merge(
     p_ids uuid[], p_experts uuid[], p_tasks uuid[], p_claimed timestamptz[],
     p_submitted timestamptz[]
@@ -84,7 +55,11 @@ BEGIN
 END
 $fn$;
 
--- The submit's fast path (migration 0026), on the microsecond arrays.
+-- A submit (one row): fires only when a submission appears or is restamped. The common case
+-- skips the merge: a new submission (not kept yet) no older than the newest kept one goes
+-- first and the arrays keep their first 40 elements, exactly what the merge computes for it.
+-- Anything else (the expert's first submission, a restamp or retraction of a kept one, a
+-- submission older than the newest kept, as history imports write) goes through the merge.
 CREATE OR REPLACE FUNCTION taskroute_pace_row() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -107,3 +82,25 @@ BEGIN
     RETURN NULL;
 END
 $fn$;
+
+-- Rows inserted already submitted (imports, histories built in SQL): once per statement.
+CREATE OR REPLACE FUNCTION taskroute_pace_statement() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM taskroute_pace_merge(array_agg(id), array_agg(expert_id), array_agg(task_id),
+                                 array_agg(claimed_at), array_agg(submitted_at))
+    FROM new_rows WHERE status = 'submitted'
+    HAVING count(*) > 0;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE OR REPLACE TRIGGER assignments_pace_update AFTER UPDATE OF status, claimed_at, submitted_at
+    ON assignments FOR EACH ROW
+    WHEN (NEW.status = 'submitted'
+          AND (OLD.status, OLD.claimed_at, OLD.submitted_at)
+              IS DISTINCT FROM (NEW.status, NEW.claimed_at, NEW.submitted_at))
+    EXECUTE FUNCTION taskroute_pace_row();
+CREATE OR REPLACE TRIGGER assignments_pace_insert AFTER INSERT ON assignments
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION taskroute_pace_statement();
