@@ -1,6 +1,6 @@
 """Writes schema.sql: the schema the migrations produce (tables, indexes, triggers, functions),
 as pg_dump prints it from a freshly migrated database. A reviewer reads one file instead of
-every migration; tests/test_schema_sql.py fails while it is stale.
+every migration; tests/db/test_schema_sql_is_fresh.py fails while it is stale.
 
     .venv/bin/python scripts/schema_sql.py [--admin-dsn postgresql://root@127.0.0.1:5432/postgres]
 """

@@ -76,12 +76,13 @@ PRIOR_WEIGHT = 1.0
 IDLE_CYCLES = 4.0
 # ... but never sooner than this: an expert whose one cycle took milliseconds (a script, a
 # test's expert, a click-through) counted as gone 0.1 s after their submit, before any
-# dashboard could ask (tests/test_dashboard_browser.py failed on an idle machine and passed on
+# dashboard could ask (tests/browser/test_dashboard.py failed on an idle machine and passed on
 # a loaded one). Human cycles of a minute or more meet IDLE_CYCLES first, so this changes nothing
 # for them.
 IDLE_MIN_SECONDS = 60.0
 # Rounds of `_allocate`: each moves an expert's time towards the work of theirs that would
-# finish last; the split is settled to well under 1% by then (tests/test_forecast.py).
+# finish last; the split is settled to well under 1% by then
+# (tests/forecast/test_forecast_from_history.py).
 ALLOCATE_ROUNDS = 40
 # A share of an expert's time below this fraction after the rounds is none.
 NEGLIGIBLE_SHARE = 1e-3
@@ -668,7 +669,7 @@ def _dry_end(paces: tuple[tuple[float, float], ...], held: int) -> float:
     claim's odds (pace_i / sum of paces) and the end is the longest of `held` such residuals.
     Taken as every expert holding one, one task in progress beside an idle expert (exact
     10-minute cycles) came out at 250 s against the 300 s its residual averages
-    (tests/test_forecast.py)."""
+    (tests/forecast/test_forecast_from_history.py)."""
     if held >= len(paces):
         return _ends(paces)[0]
     sds = _sds(paces)
