@@ -195,7 +195,7 @@ async def test_heartbeat_probes_indexes_with_100k_open_and_100k_done_tasks(
     await tx.start()
     try:
         raw = await db.fetchval(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) {Q['assignment_heartbeat']}", *args
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {Q['assignment_heartbeat']}", *args
         )
     finally:
         await tx.rollback()
@@ -204,7 +204,10 @@ async def test_heartbeat_probes_indexes_with_100k_open_and_100k_done_tasks(
     assert "Seq Scan on tasks" not in text and "Bitmap Heap Scan on tasks" not in text
     assert "tasks_open_claim" in text
     # a handful of buffers, not the table: the flag is found (or not) at the top of the index
-    assert plan[0]["Plan"].get("Shared Hit Blocks", 0) < 500 or "Buffers" not in text
+    # (the top node's counts include its children's; 200k tasks fill thousands of blocks)
+    top = plan[0]["Plan"]
+    blocks = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+    assert blocks < 500, blocks
     beat = await api.gql(
         "mutation($a: ID!) { heartbeat(assignmentId: $a) { hasHighPriorityTasks } }",
         {"a": claim["assignmentId"]},
