@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
+import pytest_asyncio
 
 from taskroute.db.queries import Q
 
 from ..clock import DbClock
-from ..helpers import Api, GraphQLError, tasks_of, wait_for
+from ..helpers import Api, GraphQLError, InProcessServer, settings_for, tasks_of, wait_for
 
 
 async def test_nothing_to_claim_is_null_and_204(api: Api) -> None:
@@ -323,12 +326,28 @@ async def test_payloads_of_every_json_type_round_trip(api: Api) -> None:
     assert sorted(map(repr, got)) == sorted(map(repr, payloads))
 
 
+@pytest_asyncio.fixture
+async def unswept_api(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    """A server whose own sweeper passes once at start and not again during the test: the test
+    plays the sweep itself. (The suite's servers sweep every 0.2 s: one pass between the
+    test's clock.advance and its lock expired the lease first, and the claim took a task
+    without waiting.)"""
+    server = InProcessServer(settings_for(database_url, tmp_path, sweep_interval=3600.0))
+    await server.start()
+    try:
+        async with Api(server.url) as api:
+            yield api
+    finally:
+        await server.stop()
+
+
 async def test_a_claim_waits_for_a_sweep_holding_its_expired_lease(
-    api: Api, db: asyncpg.Connection, database_url: str, clock: DbClock
+    unswept_api: Api, db: asyncpg.Connection, database_url: str, clock: DbClock
 ) -> None:
     """A sweep that has locked an expert's expired slot but not yet expired the assignment:
     the expert's next claim waits for it instead of skipping the row and then colliding with
     the still-active assignment (one live claim per expert), which answered INTERNAL."""
+    api = unswept_api
     customer = await api.create_customer()
     expert = await api.create_expert(["grading"])
     await api.create_project(customer["token"], tasks_of("grading", 2), leaseSeconds=60)
