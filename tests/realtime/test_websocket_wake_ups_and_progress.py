@@ -20,7 +20,15 @@ from taskroute.realtime.channels import skill_channel, tasks_payloads
 from taskroute.realtime.hub import TaskWaiter
 
 from ..clock import DbClock
-from ..helpers import ADMIN_TOKEN, Api, DbRoute, InProcessServer, settings_for, tasks_of
+from ..helpers import (
+    ADMIN_TOKEN,
+    Api,
+    DbRoute,
+    InProcessServer,
+    settings_for,
+    tasks_of,
+    wait_for,
+)
 from ..procs import ServeProcess
 from ..ws import LEGACY_WS, PROJECT_PROGRESS, TASK_AVAILABLE, TRANSPORT_WS, Rejected, WsClient
 
@@ -42,6 +50,18 @@ async def wait_for_waiters(api: Api, n: int, key: str = "task_waiters") -> dict[
             return body
         await asyncio.sleep(0.02)
     raise AssertionError(f"server never reached {key}={n}: {body}")
+
+
+async def tickets_settled(api: Api, heard: int) -> dict[str, Any]:
+    """Until the server has heard `heard` wake tickets and none is waiting for or in a take:
+    every wake-up they cause has been handed out (and counted in `wakeups`)."""
+
+    async def settled() -> dict[str, Any] | None:
+        body = await realtime_status(api)
+        tickets = body["wake_tickets"]
+        return body if tickets["heard"] >= heard and tickets["settled"] else None
+
+    return await wait_for(settled, f"{heard} wake tickets heard and settled")
 
 
 async def subscribe_tasks(
@@ -273,15 +293,20 @@ async def test_one_task_wakes_few_of_200_idle_subscribers(api: Api) -> None:
     collector = Collector(subs)
     try:
         await wait_for_waiters(api, 200)
+        before = await tickets_settled(api, 0)
         await api.create_project(customer["token"], tasks_of("grading", 1))
         await collector.until_total(1)
-        # A herd would have queued all 200 hints in the same dispatch; give them time to show.
-        await asyncio.sleep(1.0)
+        # No time window: the server has heard the task's wake ticket and has nothing left to
+        # hand out for it, having handed out one wake-up (a herd: all 200 in that dispatch);
+        # the one that arrived is all there is.
+        one = await tickets_settled(api, before["wake_tickets"]["heard"] + 1)
+        assert one["wakeups"] - before["wakeups"] == 1, one
         assert collector.total == 1, [len(e) for e in collector.events if e]
         # Five more tasks in one transaction wake five more (different) waiters.
         await api.create_project(customer["token"], tasks_of("grading", 5), name="five")
         await collector.until_total(6)
-        await asyncio.sleep(1.0)
+        six = await tickets_settled(api, one["wake_tickets"]["heard"] + 1)
+        assert six["wakeups"] - before["wakeups"] == 6, six
         assert collector.total == 6
         assert all(len(e) <= 1 for e in collector.events)
     finally:
@@ -321,18 +346,35 @@ async def test_expired_lease_swept_back_wakes_subscriber(
         await sub.close()
 
 
-async def test_rolled_back_notifications_are_never_delivered(api: Api, database_url: str) -> None:
+async def test_rolled_back_notifications_are_never_delivered(
+    api: Api, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Hints sent inside a transaction (directly, or deferred by the debouncer) that rolls
     back never reach a subscriber; the next committed task is the first event."""
     customer = await api.create_customer()
     expert = await api.create_expert(["grading"])
     sub = await subscribe_tasks(api, expert["token"], ["grading"])
     conn = await asyncpg.connect(database_url)
+    fake = "00000000-0000-0000-0000-000000000001"
+    passes = 0
+    real_flush = notify.NOTIFIER._flush
+
+    async def counted_flush(final: bool = False) -> bool:
+        nonlocal passes
+        waiting = await real_flush(final)
+        passes += 1
+        return waiting
+
+    monkeypatch.setattr(notify.NOTIFIER, "_flush", counted_flush)
+
+    def flushed_and_held() -> bool:
+        held = notify.NOTIFIER._deferred.get("grading", {}).values()
+        return passes > deferred_at and any(fake in by_project for by_project in held)
+
     saved = notify.NOTIFIER.min_interval
     notify.NOTIFIER.min_interval = 60.0  # so the second hint is surely deferred
     try:
         await wait_for_waiters(api, 1)
-        fake = "00000000-0000-0000-0000-000000000001"
         dropped = notify.NOTIFIER.dropped_aborted
         tx = conn.transaction()
         await tx.start()
@@ -340,8 +382,10 @@ async def test_rolled_back_notifications_are_never_delivered(api: Api, database_
         # the transaction, the second (within min_interval) is deferred to the flusher.
         await notify.tasks_opened(conn, [("grading", fake, 1)])
         await notify.tasks_opened(conn, [("grading", fake, 2)])
+        deferred_at = passes
         assert notify.NOTIFIER.deferred_pending >= 1, "the second hint should have been deferred"
-        await asyncio.sleep(0.3)  # the flusher sees the transaction still in progress
+        # The flusher sees the transaction still in progress: a pass ends with the hint kept.
+        await wait_for(flushed_and_held, "a flusher pass that keeps the in-progress hint")
         await tx.rollback()
         real = await api.create_project(customer["token"], tasks_of("grading", 1))
         event = await sub.next()
