@@ -166,9 +166,11 @@ async def test_kill_9_under_load_loses_and_doubles_nothing(
             nonlocal kills
             for threshold in (25, 70, 110):
                 await wait_for(lambda t=threshold: tally.done >= t, timeout=60)
+                refused = tally.transport_errors
                 server.kill()  # mid-flight: 8 experts are claiming and submitting right now
                 kills += 1
-                await asyncio.sleep(0.3)
+                # the experts run into the dead server before it comes back
+                await wait_for(lambda r=refused: tally.transport_errors > r, timeout=60)
                 await asyncio.to_thread(server.start)
 
         await run_until_all_done(server.url, tokens, tally, total, faults)
@@ -210,7 +212,9 @@ async def test_postgres_restart_under_load_recovers_without_operator(
             await asyncio.to_thread(private_pg.stop, "fast")
             async with httpx.AsyncClient(base_url=server.url) as http:
                 ready_during_outage.append((await http.get("/readyz", timeout=10)).status_code)
-                await asyncio.sleep(1.0)  # the experts keep trying against a dead database
+                # the experts keep trying against a dead database: it answers UNAVAILABLE
+                unavailable = tally.unavailable
+                await wait_for(lambda: tally.unavailable > unavailable, timeout=60)
                 await asyncio.to_thread(private_pg.start)
                 # The same server process, never restarted or told: it serves again.
                 deadline = time.monotonic() + 20
