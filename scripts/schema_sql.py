@@ -1,7 +1,7 @@
 """Writes schema.sql: the schema a fresh migrate produces (tables, indexes, triggers,
 functions), as pg_dump prints it without its settings and boilerplate. A reviewer reads one
-file instead of the migrations and function files; tests/test_schema_sql.py fails while it is
-stale.
+file instead of the migrations and function files; tests/db/test_schema_sql_is_fresh.py fails
+while it is stale.
 
     .venv/bin/python scripts/schema_sql.py [--admin-dsn postgresql://root@127.0.0.1:5432/postgres]
 """

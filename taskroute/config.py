@@ -2,7 +2,7 @@
 
 `Settings.from_env()` reads the variables; `settings_table()` renders the README's
 Configuration table from the same declarations (`python scripts/readme_settings.py` rewrites
-it; `tests/test_config.py` fails while they differ).
+it; `tests/server/test_settings.py` fails while they differ).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The schema's SDL, as published in `schema.graphql` at the repository root.
 
 Regenerate after changing the API: `python -m taskroute schema -o schema.graphql`
-(tests/test_schema_sdl.py fails while the checked-in file differs from the live schema).
+(tests/api/test_checked_in_sdl.py fails while the checked-in file differs from the live schema).
 """
 
 from __future__ import annotations

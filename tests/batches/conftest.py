@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from ..helpers import InProcessServer, settings_for
+from ..helpers import Api, InProcessServer, settings_for
 from .stores import (
     AWS_ENV,
     SUITE_SETTINGS,
     FolderStore,
     Moto,
     S3Store,
+    Serve,
+    Served,
     StartServer,
     StoreHandle,
 )
@@ -73,3 +75,20 @@ async def start_server(
     yield start
     for srv in reversed(started):
         await srv.stop()
+
+
+@pytest_asyncio.fixture
+async def serve(start_server: StartServer) -> AsyncIterator[Serve]:
+    """`srv, api = await serve(**overrides)`: a server as `start_server` starts it and an open
+    API client of it; the clients close before the servers stop."""
+    clients: list[Api] = []
+
+    async def start(**overrides: Any) -> Served:
+        srv = await start_server(**overrides)
+        api = await Api(srv.url).__aenter__()
+        clients.append(api)
+        return Served(srv, api)
+
+    yield start
+    for api in reversed(clients):
+        await api.__aexit__(None, None, None)

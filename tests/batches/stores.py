@@ -7,7 +7,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 import boto3
@@ -15,7 +15,7 @@ from moto.server import ThreadedMotoServer
 
 from taskroute.storage.local_folder import LocalBlobStore
 
-from ..helpers import InProcessServer, free_port
+from ..helpers import Api, InProcessServer, free_port
 
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -159,6 +159,16 @@ SUITE_SETTINGS: dict[str, Any] = {
 }
 
 StartServer = Callable[..., Awaitable[InProcessServer]]
+
+
+class Served(NamedTuple):
+    """A server on the test's database and store, and an API client of it."""
+
+    server: InProcessServer
+    api: Api
+
+
+Serve = Callable[..., Awaitable[Served]]
 
 
 async def assert_open_tasks_have_payloads(db: asyncpg.Connection, store: StoreHandle) -> int:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from ..helpers import ADMIN_TOKEN, Api, free_port, wait_for
-from .stores import StartServer, StoreHandle, assert_open_tasks_have_payloads
+from .stores import Serve, StoreHandle, assert_open_tasks_have_payloads
 
 N = 20_000
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,34 +55,33 @@ async def check_exactly_n(
 
 
 async def test_20k_batch_is_answered_at_once_and_becomes_claimable(
-    start_server: StartServer, store: StoreHandle, db: asyncpg.Connection
+    serve: Serve, store: StoreHandle, db: asyncpg.Connection
 ) -> None:
-    srv = await start_server(ingest_chunk_tasks=1000)
-    async with Api(srv.url) as api:
-        customer = await api.create_customer()
-        experts = [await api.create_expert(["grading"], name=f"e{i}") for i in range(3)]
-        t0 = time.perf_counter()
-        r = await api.rest(
-            "POST",
-            "/v1/projects",
-            customer["token"],
-            json={"name": "20k", "tasks": tasks_20k(store)},
-        )
-        accept = time.perf_counter() - t0
-        assert r.status_code == 202, r.text
-        print(f"\n[{store.kind}] 20k tasks accepted (202) in {accept * 1000:.0f} ms")
-        pid = r.json()["project_id"]
-        t0 = time.perf_counter()
+    srv, api = await serve(ingest_chunk_tasks=1000)
+    customer = await api.create_customer()
+    experts = [await api.create_expert(["grading"], name=f"e{i}") for i in range(3)]
+    t0 = time.perf_counter()
+    r = await api.rest(
+        "POST",
+        "/v1/projects",
+        customer["token"],
+        json={"name": "20k", "tasks": tasks_20k(store)},
+    )
+    accept = time.perf_counter() - t0
+    assert r.status_code == 202, r.text
+    print(f"\n[{store.kind}] 20k tasks accepted (202) in {accept * 1000:.0f} ms")
+    pid = r.json()["project_id"]
+    t0 = time.perf_counter()
 
-        async def done() -> bool:
-            status = (await api.rest("GET", f"/v1/projects/{pid}", customer["token"])).json()
-            assert status["ingest"]["state"] in ("queued", "running", "done"), status
-            return status["ingest"]["state"] == "done" and status["status"] == "active"
+    async def done() -> bool:
+        status = (await api.rest("GET", f"/v1/projects/{pid}", customer["token"])).json()
+        assert status["ingest"]["state"] in ("queued", "running", "done"), status
+        return status["ingest"]["state"] == "done" and status["status"] == "active"
 
-        await wait_for(done, timeout=240, every=0.5)
-        print(f"[{store.kind}] all open after {time.perf_counter() - t0:.1f} s")
-        claims = [await api.claim(e["token"]) for e in experts]
-        assert all(c and c["task"]["payload"]["doc"].startswith("document") for c in claims)
+    await wait_for(done, timeout=240, every=0.5)
+    print(f"[{store.kind}] all open after {time.perf_counter() - t0:.1f} s")
+    claims = [await api.claim(e["token"]) for e in experts]
+    assert all(c and c["task"]["payload"]["doc"].startswith("document") for c in claims)
     await check_exactly_n(db, store, N, claimed=3)
 
 

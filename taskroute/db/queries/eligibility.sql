@@ -1,8 +1,8 @@
 -- Eligibility: "may this expert take this task", written once. Spliced (queries.py) into every
 -- statement that asks it: task_claim (each probe), gold_claim (is there real work to mix gold
 -- into), assignment_heartbeat (hasHighPriorityTasks) and expert_skills_available (the
--- subscription's catch-up). tests/test_eligibility.py feeds one world to all of them and
--- checks that they agree.
+-- subscription's catch-up). tests/claims/test_one_eligibility_rule.py feeds one world to all of
+-- them and checks that they agree.
 
 -- fragment: eligible_skills
 -- $1 expert_id, $2 skills to restrict to (text[]; NULL: every skill the expert holds).
@@ -25,7 +25,8 @@ WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
 -- gets the planner's default selectivity (0.5%), which made it sort every open task of the
 -- skill instead of walking the index to the first match (15 ms instead of 1 ms per claim).
 -- OFFSET 0 keeps it a per-row check: pulled up into a semi-join, the planner walked every
--- active project's tasks instead of probing the skill's index (test_routing_explain.py).
+-- active project's tasks instead of probing the skill's index
+-- (tests/db/test_claim_and_heartbeat_probe_indexes.py).
 $1.skill = $2.skill AND $1.min_quality <= $2.quality
 AND ($1.required_caps = '{}' OR $1.required_caps <@ $2.capabilities)
 AND EXISTS (SELECT 1 FROM projects p WHERE p.id = $1.project_id AND p.status = 'active' OFFSET 0)

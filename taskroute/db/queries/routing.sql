@@ -235,7 +235,7 @@ competing AS (
     FROM saturated sa CROSS JOIN projects p
     WHERE p.status = 'active' AND p.deadline IS NULL
       -- OFFSET 0: one probe of tasks_open_project per (skill, project); pulled up into a
-      -- semi-join the planner hashed every open task (tests/test_capacity_explain.py)
+      -- semi-join the planner hashed every open task (tests/db/test_plans_on_a_churned_table.py)
       AND EXISTS (SELECT 1 FROM tasks t
                   WHERE t.project_id = p.id AND t.skill = sa.skill AND t.status = 'open'
                   OFFSET 0)

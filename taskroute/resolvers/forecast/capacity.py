@@ -22,15 +22,13 @@ IDLE_CYCLES = 4.0
 
 
 # ... but never sooner than this: an expert whose one cycle took milliseconds (a script, a
-# test's expert, a click-through) counted as gone 0.1 s after their submit, before any
-# dashboard could ask (tests/test_dashboard_browser.py failed on an idle machine and passed on
-# a loaded one). Human cycles of a minute or more meet IDLE_CYCLES first, so this changes nothing
-# for them.
+# click-through) would count as gone before any dashboard could ask. Human cycles of a minute
+# or more meet IDLE_CYCLES first, so this changes nothing for them.
 IDLE_MIN_SECONDS = 60.0
 
 
 # Rounds of `_allocate`: each moves an expert's time towards the work of theirs that would
-# finish last; the split is settled to well under 1% by then (tests/test_forecast.py).
+# finish last; the split is settled to well under 1% by then.
 ALLOCATE_ROUNDS = 40
 
 

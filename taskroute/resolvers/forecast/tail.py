@@ -149,7 +149,7 @@ def _dry_end(paces: tuple[tuple[float, float], ...], held: int) -> float:
     claim's odds (pace_i / sum of paces) and the end is the longest of `held` such residuals.
     Taken as every expert holding one, one task in progress beside an idle expert (exact
     10-minute cycles) came out at 250 s against the 300 s its residual averages
-    (tests/test_forecast.py)."""
+    (tests/forecast/test_forecast_from_history.py)."""
     if held >= len(paces):
         return _ends(paces)[0]
     sds = _sds(paces)

@@ -5,9 +5,9 @@ Postgres keeps them with autovacuum, tuned per table by the baseline migration (
 autovacuum off never refreshes them, and then an index analyzed while nearly empty (the live
 claims, after a quiet night) looks nearly empty for ever: a plan that trusts it rescans every
 live claim for each row it joins. The request path is written not to trust the statistics
-(queries/claims.sql), and tests/test_capacity_plans.py holds the jobs to the same bound, but a
-statement added later may not be. So when the server's autovacuum is off (for the server or the
-table), this job does its work by the same per-table thresholds (queries/hygiene.sql:
+(queries/claims.sql), and tests/db/test_rows_read_on_a_churned_table.py holds the jobs to the same
+bound, but a statement added later may not be. So when the server's autovacuum is off (for the
+server or the table), this job does its work by the same per-table thresholds (queries/hygiene.sql:
 hygiene_due): ANALYZE a table once it changed enough, VACUUM (with ANALYZE) it once enough rows
 died or were inserted. With autovacuum on it reads one catalogue row set per pass and does
 nothing.

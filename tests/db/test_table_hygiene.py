@@ -1,0 +1,82 @@
+"""The churn tables' statistics and dead rows, kept by the service when the server's autovacuum
+does not (resolvers/table_hygiene.py), by the per-table thresholds of the baseline migration."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from taskroute.db.pool import Database
+from taskroute.resolvers.jobs.table_hygiene import hygiene_once
+
+from ..helpers import wait_for
+
+TASKS_STATS = (
+    "SELECT n_mod_since_analyze, n_dead_tup, last_analyze, last_vacuum"
+    " FROM pg_stat_user_tables WHERE relname = 'tasks'"
+)
+
+
+async def _add_tasks(db: asyncpg.Connection, project: str, n: int) -> None:
+    await db.execute(
+        """
+        WITH i AS (
+            INSERT INTO items (project_id, skill, payload)
+            SELECT $1, 'label', '{}'::jsonb FROM generate_series(1, $2::int)
+            RETURNING id
+        )
+        INSERT INTO tasks (item_id, project_id, skill, status)
+        SELECT id, $1, 'label', 'open' FROM i
+        """,
+        project,
+        n,
+    )
+
+
+async def _stats_once_flushed(db: asyncpg.Connection, check: str) -> asyncpg.Record:
+    """This session's table counters, once the shared statistics show them (`check` says
+    which condition means they arrived)."""
+    await db.execute("SELECT pg_stat_force_next_flush()")
+
+    async def seen() -> asyncpg.Record | None:
+        found: asyncpg.Record | None = await db.fetchrow(
+            f"SELECT * FROM ({TASKS_STATS}) s WHERE {check}"
+        )
+        return found
+
+    row: asyncpg.Record = await wait_for(seen, f"the statistics to show {check}")
+    return row
+
+
+async def test_the_job_analyzes_then_vacuums_tasks_by_their_thresholds(
+    db: asyncpg.Connection, jobs_db: Database
+) -> None:
+    # Autovacuum off for this table, whatever the server's setting: the job must act.
+    await db.execute("ALTER TABLE tasks SET (autovacuum_enabled = false)")
+    customer = await db.fetchval("INSERT INTO customers (name) VALUES ('c') RETURNING id")
+    project = await db.fetchval(
+        "INSERT INTO projects (customer_id, name) VALUES ($1, 'p') RETURNING id", customer
+    )
+
+    # Below the thresholds (5,000 changes; 5,000 dead rows): nothing to do.
+    await _add_tasks(db, project, 100)
+    await _stats_once_flushed(db, "n_mod_since_analyze >= 100")
+    assert not [s for s in await hygiene_once(jobs_db) if s.endswith(" tasks")]
+
+    # 5,000 more inserted rows: an analyze is due (inserts leave no dead rows).
+    await _add_tasks(db, project, 5000)
+    await _stats_once_flushed(db, "n_mod_since_analyze >= 5100")
+    assert "ANALYZE (SKIP_LOCKED) tasks" in await hygiene_once(jobs_db)
+    analyzed = await _stats_once_flushed(db, "last_analyze IS NOT NULL")
+    assert analyzed["n_mod_since_analyze"] == 0
+    assert analyzed["last_vacuum"] is None
+    assert await db.fetchval("SELECT reltuples FROM pg_class WHERE relname = 'tasks'") >= 5100
+
+    # Every task rewritten: 5,100 dead rows, so a vacuum (with its analyze) is due.
+    await db.execute("UPDATE tasks SET priority = priority + 1")
+    await _stats_once_flushed(db, "n_dead_tup >= 5100")
+    assert "VACUUM (ANALYZE, SKIP_LOCKED) tasks" in await hygiene_once(jobs_db)
+    vacuumed = await _stats_once_flushed(db, "last_vacuum IS NOT NULL")
+    assert vacuumed["n_dead_tup"] == 0
+
+    # Done: the next pass has nothing left for tasks.
+    assert not [s for s in await hygiene_once(jobs_db) if s.endswith(" tasks")]
