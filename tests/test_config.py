@@ -1,4 +1,5 @@
-"""Settings are declared once (taskroute/config.py); the README's table is generated from them."""
+"""Settings are declared once (taskroute/config.py); docs/operations.md's table is generated
+from them."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ def _readme_script() -> Any:
     return module
 
 
-def test_readme_settings_table_is_generated_from_config() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert _readme_script().rewrite(readme) == readme, (
-        "the README's settings table differs from taskroute/config.py;"
+def test_settings_table_is_generated_from_config() -> None:
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    assert _readme_script().rewrite(doc) == doc, (
+        "docs/operations.md's settings table differs from taskroute/config.py;"
         " regenerate it: .venv/bin/python scripts/readme_settings.py"
     )
 
