@@ -2,7 +2,7 @@
 authenticate, and a revoked token still stops working within about a second in
 every server process.
 
-Coherence comes from Postgres: migration 0007 NOTIFYs `taskroute_credentials` when a
+Coherence comes from Postgres: a trigger NOTIFYs `taskroute_credentials` when a
 credential row changes or goes (payload: its token hash, hex), when an expert's status changes
 (payload: the expert id) and on TRUNCATE ('*'). The process's one LISTEN connection (the
 realtime `Hub`) hands every such event to `invalidate`. A NOTIFY reaches only connections that

@@ -3,7 +3,7 @@
 Every change an admin (or an account holder, for their own credentials) makes is written to
 `admin_audit` in the same transaction as the change: who (`actor`), when, what, why.
 Experts are never deleted: deactivation is a status change that releases their live leases
-(the tasks go back to the pool, idle experts are woken) and, through the 0007 trigger, makes
+(the tasks go back to the pool, idle experts are woken) and, through the credentials trigger, makes
 every process drop their tokens, which stop authenticating (`credential_lookup`).
 """
 
@@ -314,7 +314,7 @@ async def set_capabilities(
 async def set_status(db: Database, actor: str, expert_id: UUID, status: str, reason: Any) -> int:
     """Deactivate ('disabled') or reactivate ('active'); returns the leases released.
 
-    Deactivation: the status change makes every process drop the expert's tokens (0007
+    Deactivation: the status change makes every process drop the expert's tokens (credentials
     trigger) and closes their WebSockets; their live claims go back to the pool and idle
     experts are woken (hints leave when this commits)."""
     assert status in EXPERT_STATUSES
@@ -441,7 +441,7 @@ async def _managed(conn: asyncpg.Connection, viewer: Viewer, credential_id: UUID
 async def revoke_credential(
     db: Database, viewer: Viewer, actor: str, credential_id: UUID, reason: Any
 ) -> asyncpg.Record:
-    """Every process refuses the token within about a second (0007 trigger), and closes its
+    """Every process refuses the token within about a second (credentials trigger), and closes its
     WebSockets. Revoking twice is allowed and keeps the first time."""
     reason = _reason(reason)
     async with db.transaction() as conn:

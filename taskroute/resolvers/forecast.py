@@ -1,6 +1,6 @@
 """Deadline forecasts: remaining work against the pace measured from the work itself.
 
-The facts are maintained as the work happens (migration 0015), so a forecast reads a few rows
+The facts are maintained as the work happens (triggers), so a forecast reads a few rows
 whatever the history: `forecast_counts` (task counts per project and skill) and
 `forecast_experts` (the present experts, their skills, and their newest submissions). Per
 (project, skill):
@@ -269,7 +269,7 @@ class Kept:
 
     @classmethod
     def of(cls, row: asyncpg.Record, cap_us: int, window_us: int) -> Kept:
-        """From a row of forecast_experts (expert_pace's arrays, migration 0028, and the
+        """From a row of forecast_experts (expert_pace's arrays and the
         statement's clock): the submissions at most `window_us` before the clock."""
         submitted = row["p_submitted_us"]
         if not submitted:

@@ -1,6 +1,6 @@
 """Planner statistics and dead rows of the churn tables, kept when the server does not.
 
-Postgres keeps them with autovacuum, tuned per table by the migrations (0006: `tasks` and
+Postgres keeps them with autovacuum, tuned per table by the migrations (`tasks` and
 `assignments` are vacuumed and analyzed after a fixed amount of churn). A server running with
 autovacuum off never refreshes them, and then an index analyzed while nearly empty (the live
 claims, after a quiet night) looks nearly empty for ever: a plan that trusts it rescans every

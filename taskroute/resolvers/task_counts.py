@@ -1,4 +1,4 @@
-"""Folding the task-count deltas into the counts (migration 0015), one process at a time.
+"""Folding the task-count deltas into the counts, one process at a time.
 
 The tasks triggers append a delta per statement instead of updating a counter row, so claims
 of one project never queue behind each other on a hot row. Reads sum the folded count and the

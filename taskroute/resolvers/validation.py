@@ -50,7 +50,7 @@ class ProjectSpec:
     tasks: list[TaskSpec] = field(default_factory=list)
     # JSON Schema every answer must match (None: any JSON)
     answer_schema: Any = None
-    # when work is paid (README "Paying experts")
+    # when work is paid (docs/quality-and-payment.md)
     payment_policy: str = "on_submit"
     auto_approve_seconds: int = 259200
     override_seconds: int = 2592000
@@ -60,7 +60,7 @@ class ProjectSpec:
 
 
 # Payload retention bounds: 0 deletes the payloads as soon as the project ends; at
-# most 10 years (migration 0014 holds the same bound).
+# most 10 years (a CHECK constraint on projects holds the same bound).
 PAYLOAD_RETENTION_MAX = 3650 * 86400
 
 

@@ -160,7 +160,7 @@ UPDATE expert_skills SET quality = $3 WHERE expert_id = $1 AND skill = $2 RETURN
 UPDATE experts SET capabilities = $2 WHERE id = $1 RETURNING *;
 
 -- name: expert_set_status
--- $1 expert id, $2 'active' | 'disabled'. The 0007 trigger tells every process's credential
+-- $1 expert id, $2 'active' | 'disabled'. The credentials trigger tells every process's credential
 -- cache to drop the expert's tokens.
 UPDATE experts SET status = $2 WHERE id = $1 RETURNING *;
 

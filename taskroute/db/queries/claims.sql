@@ -1,7 +1,7 @@
 -- The claim loop: claim, heartbeat, submit, and returning expired leases to the pool.
 -- Lock order everywhere: the task row first, then its assignment (no deadlocks).
 --
--- The lease (issue 19): a live claim's lease ends at its assignment's lease_until. The task
+-- The lease: a live claim's lease ends at its assignment's lease_until. The task
 -- row's lease_until is a lower bound of it: a claim writes both, a heartbeat moves only the
 -- assignment's (a HOT update: no index entry, no task-count trigger) until the task's is
 -- within half a lease of passing, then both (assignment_heartbeat_both). So "the task's
@@ -244,7 +244,7 @@ WHERE a.id = h.id AND h.expert_id = $2 AND h.status = 'active'
   AND h.lease_until > taskroute_now()
   AND t.id = h.task_id AND t.assignment_id = h.id
   AND t.lease_until >= taskroute_now() + make_interval(secs => p.lease_seconds / 2.0)
-  -- completed: a gold serving may outlive the project's last real slot (issue 13)
+  -- completed: a gold serving may outlive the project's last real slot
   AND p.id = h.project_id AND p.status IN ('active', 'completed')
 RETURNING a.id, a.lease_until, t.skill,
     {{ has_higher_priority_work($2, b.base) }} AS has_high_priority_tasks;
@@ -319,7 +319,7 @@ VALUES ($1, $2, $3, $4, $5);
 -- name: claim_call
 -- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1).
 -- The whole claim, one round trip.
--- Plus the answer schema the claimed item's answer must match (issue 13: the item's, else the
+-- Plus the answer schema the claimed item's answer must match (the item's, else the
 -- project's): rows that existed before the call, read by primary key in the same statement.
 SELECT c.*,
        (SELECT coalesce(i.answer_schema, p.answer_schema)
@@ -340,7 +340,7 @@ SELECT h.* FROM taskroute_heartbeat($1, $2) AS h, set_config('synchronous_commit
 SELECT * FROM taskroute_submit($1, $2, $3);
 
 -- name: submit_checked_call
--- $1 assignment_id, $2 expert_id, $3 answer (jsonb). Issue 13: `submit_call` unless the
+-- $1 assignment_id, $2 expert_id, $3 answer (jsonb). `submit_call` unless the
 -- assignment's item or project has an answer schema; then the function does NOT run (OFFSET 0
 -- keeps the subquery whole, so its WHERE is a one-time gate before the function scan) and the
 -- row carries the schema: the caller checks the answer in Python, then sends `submit_call`.

@@ -10,7 +10,7 @@ WITH target AS (
     SELECT p.id, p.deadline, p.min_quality
     FROM projects p
     WHERE ($1::uuid IS NULL AND p.deadline IS NOT NULL
-           -- a project completed while at risk is judged once more: it recovered (issue 13)
+           -- a project completed while at risk is judged once more: it recovered
            AND (p.status = 'active'
                 OR p.status = 'completed'
                    AND p.id IN (SELECT r.project_id FROM project_risk r
@@ -45,8 +45,8 @@ ORDER BY t.id, c.skill;
 --   (skill held, quality >= the project's min_quality): their time is split among them;
 -- - p_*: their kept submissions as expert_pace has them (newest first: skills, microseconds
 --   from the claim, submission times in microseconds) and the clock: resolvers/forecast.py
---   `Kept` takes the history window and the cycles from them (migration 0028: no arithmetic
---   per submission here, ~45 us per expert when there was).
+--   `Kept` takes the history window and the cycles from them (no arithmetic per submission
+--   here: it cost more than the rest of the statement).
 WITH clock AS (SELECT coalesce($2::timestamptz, taskroute_now()) AS now_),
 present AS (
     -- `working`: one probe per expert of their one live claim (assignments_one_active). The

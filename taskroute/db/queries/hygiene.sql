@@ -1,7 +1,7 @@
 -- Table hygiene when the server does not keep it (resolvers/table_hygiene.py).
 
 -- name: hygiene_due
--- No parameters. The tables the migrations gave autovacuum thresholds (0006: tasks,
+-- No parameters. The tables the migrations gave autovacuum thresholds (tasks,
 -- assignments), when the server will not act on them (autovacuum off for the server, or for
 -- the table), with what is due by those same thresholds: `analyze` once the rows changed
 -- since the last analyze reach autovacuum_analyze_threshold, `vacuum` once the dead rows

@@ -81,7 +81,7 @@ ORDER BY a.submitted_at, a.id
 LIMIT $3;
 
 -- ---------------------------------------------------------------------------------------
--- Acceptance (issue 20). Review states of a submitted assignment: 'submitted' (undecided),
+-- Acceptance. Review states of a submitted assignment: 'submitted' (undecided),
 -- 'accepted' (exactly one payment line, written by the statement that accepts), 'rejected'
 -- (no payment line; a payment made before a rejection by retraction gets a reversal line).
 -- Every deciding statement changes only undecided rows (review_status = 'submitted'), so a

@@ -4,8 +4,8 @@
 -- $1 customer_id, $2 name, $3 status, $4 priority, $5 deadline, $6 lease_seconds,
 -- $7 pay_cents, $8 min_quality, $9 redundancy, $10 max_retries, $11 heartbeat_timeout_seconds,
 -- $12 answer_schema (NULL: any JSON answer), $13 payment_policy, $14 auto_approve_seconds,
--- $15 override_seconds, $16 pay_adjudicated_disagreements (issue 20),
--- $17 payload retention in seconds (issue 18)
+-- $15 override_seconds, $16 pay_adjudicated_disagreements,
+-- $17 payload retention in seconds
 INSERT INTO projects (customer_id, name, status, priority, deadline, lease_seconds,
                       pay_cents, min_quality, redundancy, max_retries, heartbeat_timeout_seconds,
                       answer_schema, payment_policy, auto_approve_seconds, override_seconds,
@@ -43,7 +43,7 @@ WHERE i.id = u.id;
 -- name: tasks_insert
 -- $1 project_id, $2 item ids, $3 status ('open' or 'pending'), $4 skills, $5 task priorities.
 -- One task per redundancy slot. eff_priority orders project priority (plus a deadline bump)
--- before task priority (see routing_eff_priority in migration 0004_routing).
+-- before task priority (see routing_eff_priority in db/migrations).
 INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
                    max_retries, status)
 SELECT u.item_id, p.id, u.skill, u.priority,
@@ -85,7 +85,7 @@ FROM ({{ task_counts_of($1) }}) c WHERE NOT c.gold
 
 -- name: project_progress
 -- $1 project_id. Counts of tasks by state (gold servings are not customer work), and the
--- project's status in the same snapshot (issue 13: 'completed' with its time).
+-- project's status in the same snapshot ('completed' with its time).
 SELECT p.status, p.completed_at, c.*
 FROM projects p
 CROSS JOIN LATERAL (
@@ -93,7 +93,7 @@ CROSS JOIN LATERAL (
 ) c
 WHERE p.id = $1;
 
--- Completion (issue 13): a project is 'completed' while it has customer work (slots that are
+-- Completion: a project is 'completed' while it has customer work (slots that are
 -- not gold servings) and none of it is left: no slot pending, open or claimed, no background
 -- ingest queued. functions/projects.sql: taskroute_project_settle moves the status, in the
 -- transaction that ends the last slot or adds work.
@@ -154,8 +154,8 @@ FOR SHARE SKIP LOCKED
 SELECT taskroute_project_settle(u.p, $2) FROM unnest($1::uuid[]) WITH ORDINALITY AS u(p, n)
 ORDER BY u.n;
 
--- Burn-down (issue 13): the project's remaining work over time, rebuilt from each slot's
--- created_at (+1) and finished_at (-1, migration 0013), gold servings left out.
+-- Burn-down: the project's remaining work over time, rebuilt from each slot's
+-- created_at (+1) and finished_at (-1), gold servings left out.
 
 -- name: project_history_span
 -- $1 project_id. From the project's creation to when it completed (or now), and now.

@@ -1,6 +1,6 @@
 -- Quality: gold serving and scoring, agreement and adjudication, pausing, retraction, results.
 -- Lock order: task row, its assignment, then the item (FOR NO KEY UPDATE). Retraction locks all
--- its items ordered by id. The change feed takes no lock (read up to a horizon: migration 0025).
+-- its items ordered by id. The change feed takes no lock (read up to a horizon).
 
 -- name: gold_claim
 -- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 project to restrict
@@ -269,7 +269,7 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
 
 -- name: result_change_insert
 -- $1 project_id, $2 item_id, $3 version, $4 change, $5 answer, $6 agreement. `xact` is this
--- transaction (its default): the feed's order (migration 0025).
+-- transaction (its default): the feed's order.
 INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement)
 VALUES ($1, $2, $3, $4, $5, $6);
 
@@ -302,7 +302,7 @@ LIMIT $3;
 
 -- name: result_changes_page
 -- $1 project_id, $2 after seq (0: from the start), $3 horizon (result_feed_horizon), $4 limit.
--- In (xact, seq) order, after the cursor's change, older than the horizon (migration 0025).
+-- In (xact, seq) order, after the cursor's change, older than the horizon.
 SELECT c.seq, c.item_id, i.external_id, c.version, c.change, c.answer, c.agreement, c.at
 FROM result_changes c JOIN items i ON i.id = c.item_id
 WHERE c.project_id = $1 AND c.xact < $3::bigint::text::xid8

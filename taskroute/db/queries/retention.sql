@@ -1,5 +1,5 @@
--- Payload retention (issue 18): the blobs of projects that ended, deleted after the project's
--- `payload_retention`; `blob_deletions` is the queue of keys to delete (migration 0014).
+-- Payload retention: the blobs of projects that ended, deleted after the project's
+-- `payload_retention`; `blob_deletions` is the queue of keys to delete.
 
 -- name: projects_payloads_due
 -- $1 at most this many. Ended projects (canceled, or completed: completed_at is NULL again

@@ -1,4 +1,4 @@
--- Routing (issue 6): the periodic job that keeps what the claim orders by up to date
+-- Routing: the periodic job that keeps what the claim orders by up to date
 -- (deadline bumps, fairness boosts, skill scarcity), presence, and their read side.
 -- Every job query takes the clock as $1 (NULL: taskroute_now()) so the routing simulator in
 -- bench/routing.py can drive the same SQL on simulated time.
@@ -166,8 +166,8 @@ retasked AS (
     SET eff_priority =
         -- One class level; in a scarce skill (as the previous run measured it) a bumped HIGH
         -- project goes ahead of every unbumped row, the customers' integer priorities
-        -- included (routing_scarce_lift, migration 0030: below HIGH the lift to the top of
-        -- NORMAL there cost the NORMAL class its p95 wait). Set at the bump, and by
+        -- included (routing_scarce_lift; below HIGH the lift to the top of
+        -- NORMAL there would cost the NORMAL class its wait). Set at the bump, and by
         -- `relifted` for a skill measured scarce only after the bump.
         CASE WHEN c.deadline_bumped
                   AND coalesce((SELECT sc.scarce FROM skill_scarcity sc
@@ -202,7 +202,7 @@ FROM decided d WHERE d.kind IS NOT NULL;
 -- name: routing_fair_boost
 -- $1 clock (NULL: taskroute_now()), $2 window in seconds, $3 class names, $4 their shares
 -- (parallel).
--- Fairness where someone is actually starving (issue 17). A skill is saturated when more of
+-- Fairness where someone is actually starving. A skill is saturated when more of
 -- its work waits open than its experts claimed in the whole window (they cannot keep up); in
 -- a saturated skill, a priority class with open work there (in projects without a deadline)
 -- is short when its claims in the window fell below `share` of the skill's claims (counting

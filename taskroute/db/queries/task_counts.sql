@@ -1,9 +1,9 @@
--- Task counts per (project, skill, status) (migration 0015): `task_counts` plus the deltas
+-- Task counts per (project, skill, status): `task_counts` plus the deltas
 -- the tasks triggers appended and the compactor has not folded in yet. Exact at any moment.
 
 -- fragment: task_counts_of
 -- $1 project_id. Rows (project_id, skill, status, gold, n), several per key (the folded count
--- and the pending deltas): sum them. `gold`: gold servings (migration 0027), which the
+-- and the pending deltas): sum them. `gold`: gold servings, which the
 -- forecasts count as work and progress leaves out. Index probes on both tables.
 SELECT c.project_id, c.skill, c.status, c.gold, c.n FROM task_counts c WHERE c.project_id = $1
 UNION ALL

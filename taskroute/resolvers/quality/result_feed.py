@@ -1,5 +1,5 @@
 """A project's results (in item-id order) and their change feed (in transaction order up to
-the horizon of running transactions: migration 0025), page by page.
+the horizon of running transactions), page by page.
 
 Both page like every listing (resolvers/paging.py, opaque cursors). The deprecated shapes
 (GraphQL `results`/`resultChanges`, REST's `cursor`/`has_more`) hand out the raw item id and the
