@@ -463,8 +463,7 @@ def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> 
     E[1 / R] = (1 / E[R]) (1 + Var R / E[R]^2). Together E[1 / R] = (1 / R) (1 - B / R +
     V / R^2) with B = sum of rate x v and V = sum of rate^2 x v, so the throughput is divided
     by (1 + B / R - V / R^2): none for one expert (remaining x their mean is unbiased), ~cv^2
-    / k for many. Without it the ETAs of bench/forecast_bench.py's `steady` came out early by
-    about that much (bench/RESULTS.md, 2026-12-02, second section)."""
+    / k for many. Without it the ETAs come out early by about that much."""
     throughput = var = weighted_cv = bias = noise = 0.0
     paces = []
     for expert, share in experts:
@@ -493,8 +492,7 @@ def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> 
 class Sharing:
     """How a group's projects share its rate (processor sharing, `_part`), prepared once per
     group: the projects' work sorted, with prefix sums, so each project's part is a binary
-    search. Summed afresh for each project, the list of 1,000 projects cost O(n^2): 90% of
-    its 750 ms (py-spy, bench/forecast_bench.py; 79 ms before the sharing came in)."""
+    search: summed afresh for each project, a list of projects would cost O(n^2)."""
 
     def __init__(self, by_project: dict[UUID, float]) -> None:
         self.work = by_project
@@ -725,8 +723,7 @@ def _held_end(held: Sequence[tuple[float, float, float]]) -> float:
     the age (a task held for a while has less left; exact cycles: c - age); the end is the
     longest of them, E[max] = the integral over r of 1 - prod P(residual_i <= r). Without the
     holders (`_dry_end`) each task is anyone's, seen at a random moment: asked at the last
-    claim in bench/forecast_bench.py's worlds (100 seeds), those ends came out 4-11% early
-    in seconds, these 0-5% (bench/RESULTS.md, 2026-12-04)."""
+    claim, those ends come out earlier than the ends from the holders."""
     exact: list[float] = []  # residuals of holders without spread
     spread: list[tuple[float, float, float, float]] = []  # (c, s, age, P(cycle > age))
     marks = {0.0}
@@ -772,11 +769,10 @@ def _tail(paces: tuple[tuple[float, float], ...], throughput: float, equiv: floa
     Still to claim (O open): the O-th claim comes after the first (the shortest residual) and
     O - 1 more at the group's rate; the work ends with the longer of the claimer's fresh cycle
     and the others' residuals. The former model, the longest of n residuals after O / rate,
-    took the last claimer to be mid-task like the others: with five experts its ETAs came out
-    ~6 s early at a random moment (a Monte Carlo of bench/forecast_bench.py's world with the
-    true paces, bench/RESULTS.md, 2026-12-03), this one within 2 s for 2-12 experts, and the
-    same for one expert (exact there: O c + c (1 + cv^2) / 2). Every expert with a share is
-    taken to hold one (the project that ends last has the whole group at its end)."""
+    took the last claimer to be mid-task like the others, which came out early; this one is
+    close for any number of experts, and the same for one expert (exact there: O c + c (1 +
+    cv^2) / 2). Every expert with a share is taken to hold one (the project that ends last
+    has the whole group at its end)."""
     if not paces or throughput <= 0:
         return 0.0
     _longest, first_and_last = _ends(paces)
