@@ -6,7 +6,7 @@
 
 - Claims through REST (`POST /v1/tasks/next`). While a task is held, a background heartbeat
   runs every `heartbeat_fraction` of the time the lease has left (at most
-  `heartbeat_every` seconds apart, the README's advice for the silence timeout).
+  `heartbeat_every` seconds apart, docs/api.md's advice for the silence timeout).
 - With nothing to claim it waits on the `taskAvailable` subscription (GraphQL over
   WebSocket); the server hints at tasks already open when the subscription starts, so nothing
   opened between the empty claim and the subscription is missed. Without a hint it re-checks

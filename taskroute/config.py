@@ -1,7 +1,7 @@
 """Every setting, declared once: its field, environment variable, type, default and meaning.
 
-`Settings.from_env()` reads the variables; `settings_table()` renders the README's
-Configuration table from the same declarations (`python scripts/readme_settings.py` rewrites
+`Settings.from_env()` reads the variables; `settings_table()` renders docs/operations.md's
+Configuration table from the same declarations (`python scripts/settings_doc.py` rewrites
 it; `tests/server/test_settings.py` fails while they differ).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 
 def setting(default: Any, env: str, meaning: str, shown: str | None = None) -> Any:
-    """A field of `Settings` read from `env`. `shown` replaces the default in the README table
+    """A field of `Settings` read from `env`. `shown` replaces the default in the settings table
     when the literal value would not say what happens (an empty value, a computed one)."""
     meta = {"env": env, "meaning": meaning, "shown": shown}
     return dataclasses.field(default=default, metadata=meta)
@@ -384,7 +384,7 @@ def _shown(f: dataclasses.Field[Any]) -> str:
 
 
 def settings_table() -> str:
-    """The README's Configuration table, one row per setting, in declaration order."""
+    """The settings table (docs/operations.md), one row per setting, in declaration order."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for f in dataclasses.fields(Settings):
         rows.append(f"| `{f.metadata['env']}` | {_shown(f)} | {f.metadata['meaning']} |")

@@ -95,7 +95,7 @@ class LinkExpired(TaskrouteError):
 
 class PayloadDeleted(TaskrouteError):
     """The customer's payload was deleted: its project ended and the retention period ran
-    out (README: Operating, payload retention). It is never coming back."""
+    out (docs/operations.md, payload retention). It is never coming back."""
 
     code = "PAYLOAD_DELETED"
     http_status = 410

@@ -52,7 +52,7 @@ class ProjectSpec:
     tasks: list[TaskSpec] = field(default_factory=list)
     # JSON Schema every answer must match (None: any JSON)
     answer_schema: Any = None
-    # when work is paid (README "Paying experts")
+    # when work is paid (docs/quality-and-payment.md)
     payment_policy: str = "on_submit"
     auto_approve_seconds: int = 259200
     override_seconds: int = 2592000

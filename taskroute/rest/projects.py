@@ -50,7 +50,7 @@ async def get_project(request: Request) -> Response:
             "progress": {k: v for k, v in progress.items() if k not in ("status", "completed_at")},
             "ingest": ingest_state,
             "answer_schema": row["answer_schema"],
-            # when work is paid (README "Paying experts")
+            # when work is paid (docs/quality-and-payment.md)
             "pay_cents": row["pay_cents"],
             "payment_policy": row["payment_policy"],
             "auto_approve_seconds": row["auto_approve_seconds"],

@@ -35,7 +35,7 @@ class QualityPolicy:
     pause_min_gold: int
     pause_below: float
     adjudicate: bool
-    # 'sequential' (the pause test, see the README) | 'fixed' (min gold + estimate below bar)
+    # 'sequential' (the pause test, docs/quality-and-payment.md) | 'fixed' (min gold, low estimate)
     pause_rule: str
     trusted_accuracy: float
     pause_risk: float

@@ -1,10 +1,8 @@
 """The blob store on a local folder.
 
 The folder store keeps many blobs per file (a pack per `put_many`), found through an SQLite
-index in the same folder (`LocalBlobStore`). A file per blob cost a file creation per payload,
-and on this project's VM disk creating files slows down 3-4x after a mass deletion (retention,
-a finished batch): 20k blobs of 2 KB as files with a syncfs per 1,000 took 1.2-4.3 s a round,
-the same bytes as 20 files with an fsync each 0.04-0.13 s (bench/RESULTS.md, issue 16).
+index in the same folder (`LocalBlobStore`): a file per blob cost a file creation per payload,
+which slows down badly after a mass deletion (retention, a finished batch).
 
 Durability: `put_many` returns once the pack and its name are fsynced and its index entries
 are committed (SQLite in WAL mode with synchronous=FULL fsyncs each commit): three fsyncs per
@@ -50,9 +48,7 @@ _SQL_BATCH = 500
 _IOV_MAX = 1024  # buffers per writev(2) (Linux's limit)
 # A key is its 32 bytes and a pack its integer id: short entries, so a put_many's thousand
 # random keys dirty fewer B-tree pages (each commit writes every page it touched to the WAL).
-# Measured here, 1,000 entries into a 300k-entry index: text keys and pack names 34 ms to
-# insert and 81 ms to commit, these 17 ms and 36 ms; with the larger checkpoint interval
-# below, 17 ms to commit. No index on `blobs.pack`: nothing reads a pack's entries.
+# No index on `blobs.pack`: nothing reads a pack's entries.
 _INDEX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs (
     key BLOB PRIMARY KEY,

@@ -1,4 +1,5 @@
-"""Settings are declared once (taskroute/config.py); the README's table is generated from them."""
+"""Settings are declared once (taskroute/config.py); docs/operations.md's table is generated
+from them."""
 
 from __future__ import annotations
 
@@ -14,19 +15,19 @@ from ..procs import ROOT
 
 
 def _readme_script() -> Any:
-    script = ROOT / "scripts" / "readme_settings.py"
-    spec = importlib.util.spec_from_file_location("readme_settings", script)
+    script = ROOT / "scripts" / "settings_doc.py"
+    spec = importlib.util.spec_from_file_location("settings_doc", script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_readme_settings_table_is_generated_from_config() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert _readme_script().rewrite(readme) == readme, (
-        "the README's settings table differs from taskroute/config.py;"
-        " regenerate it: .venv/bin/python scripts/readme_settings.py"
+def test_settings_table_is_generated_from_config() -> None:
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    assert _readme_script().rewrite(doc) == doc, (
+        "docs/operations.md's settings table differs from taskroute/config.py;"
+        " regenerate it: .venv/bin/python scripts/settings_doc.py"
     )
 
 

@@ -340,7 +340,7 @@ SELECT h.* FROM taskroute_heartbeat($1, $2) AS h, set_config('synchronous_commit
 SELECT * FROM taskroute_submit($1, $2, $3);
 
 -- name: submit_unless_schema_call
--- $1 assignment_id, $2 expert_id, $3 answer (jsonb). Issue 13: `submit_call` unless the
+-- $1 assignment_id, $2 expert_id, $3 answer (jsonb). `submit_call` unless the
 -- assignment's item or project has an answer schema; then the function does NOT run (OFFSET 0
 -- keeps the subquery whole, so its WHERE is a one-time gate before the function scan) and the
 -- row carries the schema: the caller checks the answer in Python, then sends `submit_call`.

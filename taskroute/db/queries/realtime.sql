@@ -42,7 +42,7 @@ WHERE p.id = ANY ($1::uuid[]);
 
 
 -- name: wake_take
--- Issue 16 (0018_wake_tickets.sql). One row per announcement this process wants units of:
+-- Wake tickets (realtime/tickets.py). One row per announcement this process wants units of:
 -- $1 ticket keys, $2 tasks each announced, $3 units wanted (this process's idle subscribers
 -- able to take them). One row per candidate subscriber: $4 its ticket key, $5 its rank among
 -- that ticket's candidates (1..wanted), $6 the process's id for it, $7 expert_id, $8 skill,

@@ -1,5 +1,6 @@
 -- Task counts per (project, skill, status, gold): `task_counts` plus the deltas the tasks
--- triggers (db/functions/task_counts.sql) appended and the compactor has not folded in yet. Exact at any moment.
+-- triggers (db/functions/task_counts.sql) appended and the compactor has not folded in yet.
+-- Exact at any moment.
 
 -- fragment: task_counts_of
 -- $1 project_id. Rows (project_id, skill, status, gold, n), several per key (the folded count

@@ -172,8 +172,7 @@ def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> 
     E[1 / R] = (1 / E[R]) (1 + Var R / E[R]^2). Together E[1 / R] = (1 / R) (1 - B / R +
     V / R^2) with B = sum of rate x v and V = sum of rate^2 x v, so the throughput is divided
     by (1 + B / R - V / R^2): none for one expert (remaining x their mean is unbiased), ~cv^2
-    / k for many. Without it the ETAs of bench/forecast_bench.py's `steady` came out early by
-    about that much (bench/RESULTS.md, 2026-12-02, second section)."""
+    / k for many. Without it the ETAs come out early by about that much."""
     throughput = var = weighted_cv = bias = noise = 0.0
     paces = []
     for expert, share in experts:
@@ -202,8 +201,7 @@ def _capacity(experts: list[tuple[UUID, float]], skill: str, book: PaceBook) -> 
 class Sharing:
     """How a group's projects share its rate (processor sharing, `_part`), prepared once per
     group: the projects' work sorted, with prefix sums, so each project's part is a binary
-    search. Summed afresh for each project, the list of 1,000 projects cost O(n^2): 90% of
-    its 750 ms (py-spy, bench/forecast_bench.py; 79 ms before the sharing came in)."""
+    search: summed afresh for each project, a list of projects would cost O(n^2)."""
 
     def __init__(self, by_project: dict[UUID, float]) -> None:
         self.work = by_project

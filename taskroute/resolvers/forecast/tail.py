@@ -212,8 +212,7 @@ def _held_end(held: Sequence[tuple[float, float, float]]) -> float:
     the age (a task held for a while has less left; exact cycles: c - age); the end is the
     longest of them, E[max] = the integral over r of 1 - prod P(residual_i <= r). Without the
     holders (`_dry_end`) each task is anyone's, seen at a random moment: asked at the last
-    claim in bench/forecast_bench.py's worlds (100 seeds), those ends came out 4-11% early
-    in seconds, these 0-5% (bench/RESULTS.md, 2026-12-04)."""
+    claim, those ends come out earlier than the ends from the holders."""
     exact: list[float] = []  # residuals of holders without spread
     spread: list[tuple[float, float, float, float]] = []  # (c, s, age, P(cycle > age))
     marks = {0.0}
@@ -249,11 +248,10 @@ def _tail(paces: tuple[tuple[float, float], ...], throughput: float, equiv: floa
     Still to claim (O open): the O-th claim comes after the first (the shortest residual) and
     O - 1 more at the group's rate; the work ends with the longer of the claimer's fresh cycle
     and the others' residuals. The former model, the longest of n residuals after O / rate,
-    took the last claimer to be mid-task like the others: with five experts its ETAs came out
-    ~6 s early at a random moment (a Monte Carlo of bench/forecast_bench.py's world with the
-    true paces, bench/RESULTS.md, 2026-12-03), this one within 2 s for 2-12 experts, and the
-    same for one expert (exact there: O c + c (1 + cv^2) / 2). Every expert with a share is
-    taken to hold one (the project that ends last has the whole group at its end)."""
+    took the last claimer to be mid-task like the others, which came out early; this one is
+    close for any number of experts, and the same for one expert (exact there: O c + c (1 +
+    cv^2) / 2). Every expert with a share is taken to hold one (the project that ends last
+    has the whole group at its end)."""
     if not paces or throughput <= 0:
         return 0.0
     _longest, first_and_last = _ends(paces)

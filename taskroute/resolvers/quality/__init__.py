@@ -1,6 +1,6 @@
 """Quality: gold serving and scoring, agreement and adjudication, pausing, retraction, results.
 
-Rules (the README's "Quality" section says the same for customers):
+Rules (docs/quality-and-payment.md says the same for customers):
 
 The rules that run on every claim and submit are SQL (queries/quality.sql `gold_claim`,
 functions/quality.sql), so a claim and a submit are one round trip each; this package holds the
