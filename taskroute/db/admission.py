@@ -19,24 +19,21 @@ The gate holds as many slots as the pool has connections, so a request that pass
 a connection without waiting in asyncpg's own (unprioritised) queue.
 
 Claims also have a wait budget (`claim_wait`, TASKROUTE_ADMISSION_CLAIM_WAIT): a claim is served
-within it or refused. Past capacity a line of 200 claims per process, served after every
-heartbeat and submit, made each admitted claim wait 1.4 s at the median and 4 s at p99 before
-its SQL ran (bench/load.py, 4,000 experts): admitted, but too late to be useful. So a claim is
-refused when its budget runs out while it waits (heartbeats and submits can hold every slot for
-a while: strict priority is what protects work in progress), and, once the claim line has not
-been empty for a whole budget (saturated, not a burst), at the door when the line ahead of it
-already holds what the gate lets claims in within the budget (claims admitted per second over
-the last few seconds, times the budget; never fewer than one per slot), which costs no GraphQL
-execution. A burst at a quiet server (fifty experts at once) drains in milliseconds and is not
-refused; under capacity nothing is.
+within it or refused: past capacity a long claim line, served after every heartbeat and submit,
+admits claims too late to be useful. So a claim is refused when its budget runs out while it waits
+(heartbeats and submits can hold every slot for a while: strict priority is what protects work in
+progress), and, once the claim line has not been empty for a whole budget (saturated, not a burst),
+at the door when the line ahead of it already holds what the gate lets claims in within the budget
+(claims admitted per second over the last few seconds, times the budget; never fewer than one per
+slot), which costs no GraphQL execution. A burst at a quiet server (fifty experts at once) drains in
+milliseconds and is not refused; under capacity nothing is.
 
-A refusal says when to come back (`Retry-After`), and that time grows with the overload: a
-fixed second sent thousands of refused experts back together every second, each retry costing
-the server a request's work, until only refusals were served (bench/load.py at 4,000 experts:
-6.5 cycles/s). The gate measures the claims it admits and refuses per second (decaying over a
-few seconds) and asks refused clients to wait demand / capacity seconds, jittered by +-50% so
-they do not return in step: at twice the capacity, about 2 s; at ten times, about 10 s (at most
-RETRY_AFTER_MAX). Under capacity nothing is refused and nothing changes.
+A refusal says when to come back (`Retry-After`), and that time grows with the overload: a fixed
+second sends thousands of refused experts back together every second, each retry costing the server
+a request's work, until only refusals are served. The gate measures the claims it admits and refuses
+per second (decaying over a few seconds) and asks refused clients to wait demand / capacity seconds,
+jittered by +-50% so they do not return in step: at twice the capacity, about 2 s; at ten times,
+about 10 s (at most RETRY_AFTER_MAX). Under capacity nothing is refused and nothing changes.
 """
 
 from __future__ import annotations
@@ -147,8 +144,7 @@ class Admission:
         module doc), jittered, at least 1 and at most RETRY_AFTER_MAX. A refused claim gets
         the claims' own ratio: claims are a third of the requests, and the overall ratio
         (heartbeats and submits, which are not refused, in the denominator) sent refused
-        claimers back about twice as often as claims were being let in (bench/load.py at
-        4,000 experts: ~950 refusals a second, each a request's parsing and authentication)."""
+        claimers back about twice as often as claims were being let in."""
         if priority is Priority.CLAIM:
             at = self._clock() if now is None else now
             admitted = self.claims_admitted.per_second(at)

@@ -13,7 +13,7 @@ from strawberry.scalars import JSON
 from .routing_types import PriorityClass
 
 
-@strawberry.enum(description="When submitted work is paid (README: Paying experts).")
+@strawberry.enum(description="When submitted work is paid (docs/quality-and-payment.md).")
 class PaymentPolicy(Enum):
     on_submit = "on_submit"
     on_acceptance = "on_acceptance"

@@ -1,10 +1,9 @@
 """What runs around every GraphQL operation, as one strawberry extension.
 
 strawberry builds, for every request, one context manager per hook of every extension (a
-`contextlib` wrapper made with `functools.wraps` each time) and instantiates every extension:
-with eight extensions that was ~10% of a server process's CPU on the hot path (py-spy,
-bench/load.py). Here each stage has one hook that calls the rules in order; the rules
-themselves live with what they protect (limits.py, errors.py, accounts.py).
+`contextlib` wrapper made with `functools.wraps` each time) and instantiates every extension, which
+is a noticeable share of the hot path's CPU. Here each stage has one hook that calls the rules in
+order; the rules themselves live with what they protect (limits.py, errors.py, accounts.py).
 
 - operation: the token limit for the parser and the depth/alias/field validation rules; after
   it, every error gets an `extensions.code` (errors.code_errors).
@@ -90,8 +89,8 @@ class PipelineSchema(TaskrouteSchema):
     strawberry's `Schema.execute` instantiates the extensions and builds an extension runner,
     four hook context managers (each checks its hook with `inspect` and wraps it with
     `contextlib`), and a middleware manager, for every operation: with parsing and validation
-    cached, that framing cost about as much as graphql-core's execution of the hot path's
-    mutations (cProfile of a server during bench/load.py-style cycles). Here, when the schema's
+    cached, that framing costs about as much as graphql-core's execution of the hot path's
+    mutations. Here, when the schema's
     only extension is RequestPipeline and the document (with its operation name) parses,
     passes the number-literal check and validates without errors (all three cached, as the
     hooks cache them), with exactly one operation of an allowed type other than a

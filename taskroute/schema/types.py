@@ -158,13 +158,13 @@ class Project:
         description="JSON Schema every answer must match (items may carry their own)."
     )
     payment_policy: str = strawberry.field(
-        description="'on_submit' | 'on_acceptance' | 'on_review' (README: Paying experts)."
+        description="'on_submit' | 'on_acceptance' | 'on_review' (docs/quality-and-payment.md)."
     )
     auto_approve_seconds: int
     override_seconds: int
     pay_adjudicated_disagreements: bool
     payload_retention_seconds: int = strawberry.field(
-        description="Payloads are deleted this long after the project ends (README: Operating)."
+        description="Payloads are deleted this long after the project ends (docs/operations.md)."
     )
     payloads_deleted_at: datetime | None = strawberry.field(
         description="When retention last deleted the project's payloads (null: never). A"

@@ -166,8 +166,8 @@ class App(Starlette):
     access log, metrics) and DrainWebSockets (1001 on SIGTERM), then the GraphQL view.
     GraphQL's HTTP requests (every expert's claim, heartbeat and submit) go through
     RequestContext, BodyLimit and TaskrouteErrors (what the exception middleware did for them):
-    the rest of the stack cost ~5% of a server's CPU per request (cProfile, bench/load.py-style
-    cycles). Every other request, WebSockets to other paths included, takes the full stack."""
+    the rest of the stack is measurable CPU per request on the hot path. Every other request,
+    WebSockets to other paths included, takes the full stack."""
 
     def __init__(self, graphql_websockets: ASGIApp, graphql_http: ASGIApp, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -58,8 +58,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
         # (uvicorn takes whole seconds: rounded up, never shorter than asked)
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
         # No permessage-deflate: browsers and the websockets client offer it, and each
-        # accepted offer keeps a zlib compressor and decompressor per connection (~45 KiB,
-        # bench/wake.py), for hints of ~100 bytes that compression cannot shrink.
+        # accepted offer keeps a zlib compressor and decompressor per connection, for hints of
+        # ~100 bytes that compression cannot shrink.
         ws_per_message_deflate=False,
         # longer than typical clients' and load balancers' idle timeouts
         timeout_keep_alive=75,
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         "serve",
         help="run the API server (migrates first)",
         description="Serve GraphQL, REST, /dashboard and /work. Without DATABASE_URL an "
-        "embedded Postgres starts in TASKROUTE_DATA_DIR. Settings: README's configuration.",
+        "embedded Postgres starts in TASKROUTE_DATA_DIR. Settings: docs/operations.md.",
         formatter_class=defaults,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")

@@ -93,9 +93,8 @@ def _allocate(
     An expert's work-conserving day: time freed where the work is done goes to the work
     that is left, and an expert holding a scarce skill spends it there rather than on
     common work others do (the claim's scarce-first order). Split evenly, the experts of a
-    scarce skill that also hold busy common skills gave it a sliver forever: the largest
-    project's ETA came out 6x its finish in bench/routing.py's worlds (31,963 s forecast at
-    600 s, finished at 5,487 s), so every project was bumped as soon as the pace was measured.
+    scarce skill that also hold busy common skills would give it a sliver forever, and its
+    ETAs would come out many times too late.
     """
     # Groups by index, and every expert's split laid out flat (group, share, rate), experts in
     # turn: the rounds are the forecast's hottest loop (a third of a one-project forecast's
