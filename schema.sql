@@ -27,6 +27,14 @@ BEGIN
     RETURN NULL;
 END $$;
 
+CREATE FUNCTION expert_skills_starting_quality() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NEW.starting_quality := coalesce(NEW.starting_quality, NEW.quality);
+    RETURN NEW;
+END $$;
+
 CREATE FUNCTION experts_notify_status() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -1873,6 +1881,8 @@ CREATE INDEX credentials_customer ON credentials USING btree (customer_id, creat
 
 CREATE INDEX credentials_expert ON credentials USING btree (expert_id, created_at) WHERE (expert_id IS NOT NULL);
 
+CREATE INDEX credentials_expiring ON credentials USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (revoked_at IS NULL));
+
 CREATE INDEX gold_exposures_pending ON gold_exposures USING btree (decide_with) WHERE pending;
 
 CREATE INDEX gold_pool_project ON gold_pool USING btree (project_id, skill);
@@ -1936,6 +1946,8 @@ CREATE TRIGGER credentials_invalidate_delete AFTER DELETE ON credentials FOR EAC
 CREATE TRIGGER credentials_invalidate_truncate AFTER TRUNCATE ON credentials FOR EACH STATEMENT EXECUTE FUNCTION credentials_notify_invalidation();
 
 CREATE TRIGGER credentials_invalidate_update AFTER UPDATE ON credentials FOR EACH ROW WHEN ((old.* IS DISTINCT FROM new.*)) EXECUTE FUNCTION credentials_notify_invalidation();
+
+CREATE TRIGGER expert_skills_starting_quality BEFORE INSERT ON expert_skills FOR EACH ROW EXECUTE FUNCTION expert_skills_starting_quality();
 
 CREATE TRIGGER experts_invalidate_status AFTER UPDATE OF status ON experts FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION experts_notify_status();
 

@@ -1,4 +1,4 @@
--- Each server process caches token hash -> viewer (taskroute/credential_cache.py). These
+-- Each server process caches token hash -> viewer (resolvers/accounts/credential_cache.py). These
 -- triggers tell every process what to drop, on the channel `taskroute_credentials`:
 --   a credential row changed or went away  -> payload: its token hash, hex (64 characters)
 --   an expert's status changed             -> payload: the expert id (a UUID, with dashes)
