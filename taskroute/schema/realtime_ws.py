@@ -49,7 +49,7 @@ from taskroute.errors import TaskrouteError
 from taskroute.realtime.hub import Hint
 
 from .context import Context
-from .limits import MAX_TOKENS
+from .limits import MAX_TOKENS, cost_errors
 from .realtime import TaskSubscription
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,8 @@ class TaskAvailablePlans:
         except (GraphQLError, RecursionError):
             return None
         plan = _shape(document, operation_name)
-        if plan is None or validate(self.schema, document):
+        # Past a limit strawberry's path answers the refusal; validating first cost more.
+        if plan is None or cost_errors(document) or validate(self.schema, document):
             return None
         return plan
 
