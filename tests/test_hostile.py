@@ -408,3 +408,22 @@ async def test_fragment_fan_out_is_refused_at_the_cost_of_its_size(api: Api) -> 
     )
     status, body = await post(fine)
     assert status == 200 and "errors" not in body, body
+
+
+async def test_documents_longer_than_the_lexer_reads_cheaply_are_refused(api: Api) -> None:
+    """The token limit does not bound what the lexer reads: a comment (or a string literal)
+    up to the body limit was read a character at a time. Past the length limit a document
+    is refused before it is read, over HTTP and WebSocket alike."""
+    expert = await api.create_expert(["s"])
+    long = "{ __typename } #" + "x" * 150_000
+    status, body = await gql(api, long, token=expert["token"])
+    assert status == 400 and codes(body) == ["BAD_INPUT"], body
+    assert "100000 characters" in body["errors"][0]["message"]
+    async with WsClient(api.base_url, expert["token"]) as ws:
+        op = await ws.subscribe("subscription { taskAvailable { skill } } #" + "x" * 150_000)
+        msg = await ws.next()
+        assert msg["id"] == op and msg["errors"][0]["extensions"]["code"] == "BAD_INPUT", msg
+        assert "100000 characters" in msg["errors"][0]["message"]
+    # within the limit, comments are fine
+    status, body = await gql(api, "{ __typename } #" + "x" * 90_000, token=expert["token"])
+    assert status == 200 and body == {"data": {"__typename": "Query"}}, body

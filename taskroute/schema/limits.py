@@ -38,6 +38,20 @@ MAX_ALIASES = 30
 # expanded: depth, alias and token limits alone let `{ a a a ... }` or a fragment spread
 # many times multiply the work. The dashboard's largest query selects about 120.
 MAX_FIELDS = 1000
+# Characters of one document. The token limit does not bound the bytes the lexer reads
+# (comments, whitespace and string literals are read a character at a time, in Python): a
+# body-limit document of one comment held the event loop for seconds. The largest document
+# our clients send is a few KB; their data travels in variables.
+MAX_DOCUMENT_CHARS = 100_000
+
+
+def check_document_length(query: object) -> None:
+    """Refuses a document too long to lex cheaply (a request error), before it is read."""
+    if isinstance(query, str) and len(query) > MAX_DOCUMENT_CHARS:
+        raise GraphQLError(
+            f"documents are limited to {MAX_DOCUMENT_CHARS} characters",
+            extensions={"code": "BAD_INPUT"},
+        )
 
 
 # Counts saturate here: a fan-out of spreads multiplies them, and nothing past a limit

@@ -8,8 +8,9 @@ themselves live with what they protect (limits.py, errors.py, accounts.py).
 
 - operation: the token limit for the parser; after it, every error gets an `extensions.code`
   (errors.code_errors).
-- parse: an LRU cache of parsed documents (the hot path sends the same few documents over and
-  over), then number literals too long for graphql-core (limits.check_number_literals).
+- parse: the document length limit, then an LRU cache of parsed documents (the hot path
+  sends the same few documents over and over), then number literals too long for
+  graphql-core (limits.check_number_literals).
 - validate: first the depth, alias and field-count limits (limits.cost_errors, linear in the
   document: a refused document is not validated at all), then an LRU cache of validation
   results, keyed by schema, document and rules.
@@ -47,13 +48,22 @@ from strawberry.utils.await_maybe import await_maybe
 
 from .accounts import audit_admin_mutations, mark_writing
 from .errors import TaskrouteSchema, code_errors
-from .limits import MAX_TOKENS, check_number_literals, cost_errors
+from .limits import MAX_TOKENS, check_document_length, check_number_literals, cost_errors
 
 # Distinct documents kept parsed and validated: the UI, the dashboards and the experts' tools
 # send a few dozen; the bound keeps arbitrary clients from growing the caches.
 DOCUMENT_CACHE = 256
 
-parse_cached: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(parse)
+_parse: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(parse)
+
+
+def parse_cached(query: Any, **options: Any) -> Any:
+    """graphql-core's parse, cached, for documents within the length limit (GraphQLError
+    otherwise, before the lexer or the cache's hash reads the text)."""
+    check_document_length(query)
+    return _parse(query, **options)
+
+
 _validate: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(validate_document)
 
 

@@ -56,7 +56,7 @@ from taskroute.errors import TaskrouteError
 from taskroute.realtime.hub import Hint
 
 from .context import Context
-from .limits import MAX_TOKENS, cost_errors
+from .limits import MAX_DOCUMENT_CHARS, MAX_TOKENS, cost_errors
 from .realtime import TaskSubscription
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,10 @@ class TaskAvailablePlans:
         self._plans: dict[tuple[str, str | None], TaskAvailablePlan | None] = {}
 
     def plan(self, query: object, operation_name: object) -> TaskAvailablePlan | None:
-        if not isinstance(query, str) or not (
-            operation_name is None or isinstance(operation_name, str)
+        if (
+            not isinstance(query, str)
+            or len(query) > MAX_DOCUMENT_CHARS  # strawberry's path refuses it; never kept
+            or not (operation_name is None or isinstance(operation_name, str))
         ):
             return None
         key = (query, operation_name)
