@@ -178,6 +178,19 @@ class Settings:
         "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_CREDENTIAL",
         "subscriptions one token may hold per server process, across its sockets",
     )
+    # A customer mints tokens freely: the per-token budget alone does not bound an account.
+    ws_max_subscriptions_per_account: int = setting(
+        400,
+        "TASKROUTE_WS_MAX_SUBSCRIPTIONS_PER_ACCOUNT",
+        "subscriptions one account (a customer, or an expert) may hold per server process,"
+        " across all its tokens and sockets (each process counts its own)",
+    )
+    ws_connection_init_timeout: float = setting(
+        60.0,
+        "TASKROUTE_WS_CONNECTION_INIT_TIMEOUT",
+        "seconds a WebSocket may wait before `connection_init` (either protocol): then it is"
+        " closed (4408)",
+    )
     # Wake-ups across processes (realtime/tickets.py): one opened task wakes about one expert
     # across all processes, not one per process.
     wake_coordination: bool = setting(

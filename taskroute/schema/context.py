@@ -49,12 +49,12 @@ class Context:
         return self._viewer
 
     def subscription_slot(self, viewer: Viewer) -> contextlib.AbstractContextManager[None]:
-        """Hold one of the socket's and the credential's subscriptions while a subscription
-        runs (TOO_MANY_SUBSCRIPTIONS beyond the budget)."""
+        """Hold one of the socket's, the credential's and the account's subscriptions while a
+        subscription runs (TOO_MANY_SUBSCRIPTIONS beyond the budget)."""
         budget = self.services.subscriptions
         if budget is None:
             return contextlib.nullcontext()
-        return budget.slot(self.request, _credential(viewer))
+        return budget.slot(self.request, _credential(viewer), _account(viewer))
 
     def take_subscription(self, viewer: Viewer) -> object | None:
         """`subscription_slot` without a context manager: hand what this returns to
@@ -62,15 +62,24 @@ class Context:
         budget = self.services.subscriptions
         if budget is None:
             return None
-        credential = _credential(viewer)
-        budget.take(self.request, credential)
-        return credential
+        taken = (_credential(viewer), _account(viewer))
+        budget.take(self.request, *taken)
+        return taken
 
     def give_back_subscription(self, taken: object | None) -> None:
         budget = self.services.subscriptions
-        if budget is not None and taken is not None:
-            budget.give_back(self.request, taken)
+        if budget is not None and isinstance(taken, tuple):
+            budget.give_back(self.request, *taken)
 
 
 def _credential(viewer: Viewer) -> object:
     return viewer.credential_id or viewer.role  # the admin token has no stored id
+
+
+def _account(viewer: Viewer) -> object:
+    """Whose tokens these are: the customer's or the expert's (admins share one account)."""
+    if viewer.customer_id is not None:
+        return ("customer", viewer.customer_id)
+    if viewer.expert_id is not None:
+        return ("expert", viewer.expert_id)
+    return viewer.role

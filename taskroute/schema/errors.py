@@ -8,6 +8,7 @@ from typing import Any
 
 import strawberry
 from graphql.error import GraphQLError
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
@@ -22,6 +23,18 @@ def _coded(error: GraphQLError) -> GraphQLError:
         return error  # graphql-core already copied `original.extensions` (with the code)
     if (error.extensions or {}).get("code") and not isinstance(original, Exception):
         return error  # already coded (this runs again as a safety net after code_errors)
+    if isinstance(original, InvalidOperationTypeError | CannotGetOperationTypeError):
+        # A query sent as a legacy graphql-ws `start` (subscriptions only), or a document
+        # whose operation is not named: the request is wrong, not the server.
+        return GraphQLError(
+            error.message,
+            error.nodes,
+            error.source,
+            error.positions,
+            error.path,
+            None,
+            {"code": "BAD_INPUT"},
+        )
     if isinstance(original, RecursionError):
         # A document or value nested deeply enough to exhaust the parser's stack.
         return GraphQLError(

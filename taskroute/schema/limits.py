@@ -1,18 +1,17 @@
-"""GraphQL document limits (depth, aliases, tokens, fields), built so the validation cache can
-work.
+"""GraphQL document limits (depth, aliases, tokens, fields), known before validation.
 
-strawberry's QueryDepthLimiter and MaxAliasesLimiter create a new validation rule class in
-every instance; used as per-request factories (as strawberry asks), every request brings new
-rule classes, a validation cache (keyed by document and rules) never hits, and every request
-is validated from scratch. Here the rule classes are made once and reused by every request;
-schema/pipeline.py applies them.
+The token limit bounds parsing. Depth, aliases and fields are counted by `cost_errors` in one
+pass over the document, each fragment once (its cost multiplied by its spreads), and a refused
+document is never validated: strawberry's QueryDepthLimiter and MaxAliasesLimiter (validation
+rules) expanded every spread anew, so a small document of fragments each spreading the next
+twice took seconds of CPU before any limit refused it. schema/pipeline.py applies the check
+wherever a document is validated.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import re
 
 import dateutil.parser
@@ -30,8 +29,6 @@ from graphql import (
     Visitor,
     visit,
 )
-from graphql.validation import ASTValidationRule
-from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter
 from strawberry.schema.types.base_scalars import DateTimeDefinition, wrap_parser
 
 MAX_DEPTH = 12
@@ -41,56 +38,155 @@ MAX_ALIASES = 30
 # expanded: depth, alias and token limits alone let `{ a a a ... }` or a fragment spread
 # many times multiply the work. The dashboard's largest query selects about 120.
 MAX_FIELDS = 1000
+# Characters of one document. The token limit does not bound the bytes the lexer reads
+# (comments, whitespace and string literals are read a character at a time, in Python): a
+# body-limit document of one comment held the event loop for seconds. The largest document
+# our clients send is a few KB; their data travels in variables.
+MAX_DOCUMENT_CHARS = 100_000
 
 
-class MaxFields(ASTValidationRule):
-    """Refuses an operation that selects more than MAX_FIELDS fields in all."""
+def check_document_length(query: object) -> None:
+    """Refuses a document too long to lex cheaply (a request error), before it is read."""
+    if isinstance(query, str) and len(query) > MAX_DOCUMENT_CHARS:
+        raise GraphQLError(
+            f"documents are limited to {MAX_DOCUMENT_CHARS} characters",
+            extensions={"code": "BAD_INPUT"},
+        )
 
-    def enter_operation_definition(self, node: OperationDefinitionNode, *_: object) -> None:
-        fragments = {f.name.value: f for f in self.context.document.definitions
-                     if isinstance(f, FragmentDefinitionNode)}  # fmt: skip
-        memo: dict[str, int] = {}
 
-        def count(selection_set: SelectionSetNode | None, seen: frozenset[str]) -> int:
-            total = 0
-            for sel in selection_set.selections if selection_set else ():
-                if isinstance(sel, FieldNode):
-                    total += 1 + count(sel.selection_set, seen)
-                elif isinstance(sel, InlineFragmentNode):
-                    total += count(sel.selection_set, seen)
-                elif isinstance(sel, FragmentSpreadNode):
-                    name = sel.name.value
-                    if name in seen or name not in fragments:
-                        continue  # cycles and unknown fragments: other rules report them
-                    if name not in memo:
-                        memo[name] = count(fragments[name].selection_set, seen | {name})
-                    total += memo[name]
-                if total > MAX_FIELDS:
-                    return total  # enough to refuse: stop walking
-            return total
+# Counts saturate here: a fan-out of spreads multiplies them, and nothing past a limit
+# needs the exact figure.
+_CAP = 10**9
 
-        if count(node.selection_set, frozenset()) > MAX_FIELDS:
-            self.report_error(
+
+@dataclasses.dataclass(slots=True)
+class _Summary:
+    """One operation's or fragment's own selections, its spreads not expanded."""
+
+    fields: int = 0
+    aliases: int = 0
+    depth: int = 0
+    # spread fragment -> (how many times, deepest level; -1: only under introspection fields,
+    # which the depth limit does not count)
+    spreads: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+
+def _summarise(selection_set: SelectionSetNode) -> _Summary:
+    summary = _Summary()
+    # (selection set, selection-bearing fields above it, under an introspection field)
+    stack: list[tuple[SelectionSetNode, int, bool]] = [(selection_set, 0, False)]
+    while stack:
+        current, level, ignored = stack.pop()
+        for sel in current.selections:
+            if isinstance(sel, FieldNode):
+                summary.fields += 1
+                summary.aliases += sel.alias is not None
+                if sel.selection_set is not None:
+                    skip = ignored or sel.name.value.startswith("__")
+                    if not skip:
+                        summary.depth = max(summary.depth, level + 1)
+                    stack.append((sel.selection_set, level + 1, skip))
+            elif isinstance(sel, InlineFragmentNode):
+                stack.append((sel.selection_set, level, ignored))
+            elif isinstance(sel, FragmentSpreadNode):
+                times, deepest = summary.spreads.get(sel.name.value, (0, -1))
+                summary.spreads[sel.name.value] = (
+                    times + 1,
+                    deepest if ignored else max(deepest, level),
+                )
+    return summary
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cost:
+    """What an operation selects with every fragment spread expanded (saturating at _CAP)."""
+
+    fields: int
+    aliases: int
+    depth: int
+
+
+def _costs(document: DocumentNode) -> dict[OperationDefinitionNode, Cost]:
+    """Every operation's cost, in one pass over the document: each fragment's cost is
+    computed once and multiplied by its spreads, so a fan-out of spreads costs its size, not
+    its expansion. A spread of a fragment being expanded (a cycle) or of no fragment adds
+    nothing: validation reports both."""
+    summaries: dict[str, _Summary] = {}
+    operations: list[tuple[OperationDefinitionNode, _Summary]] = []
+    for definition in document.definitions:
+        if isinstance(definition, FragmentDefinitionNode):
+            summaries.setdefault(definition.name.value, _summarise(definition.selection_set))
+        elif isinstance(definition, OperationDefinitionNode):
+            operations.append((definition, _summarise(definition.selection_set)))
+    done: dict[str, Cost] = {}
+
+    def total(summary: _Summary) -> Cost:
+        fields, aliases, depth = summary.fields, summary.aliases, summary.depth
+        for name, (times, level) in summary.spreads.items():
+            cost = done.get(name)
+            if cost is None:
+                continue  # a cycle, or no such fragment
+            fields = min(_CAP, fields + times * cost.fields)
+            aliases = min(_CAP, aliases + times * cost.aliases)
+            if level >= 0:
+                depth = max(depth, level + cost.depth)
+        return Cost(fields, aliases, depth)
+
+    # Fragments in dependency order, without recursion (a long chain of spreads would
+    # exhaust Python's stack).
+    expanding: set[str] = set()
+    for root in summaries:
+        if root in done:
+            continue
+        expanding.add(root)
+        stack = [(root, iter(summaries[root].spreads))]
+        while stack:
+            name, pending = stack[-1]
+            child = next((c for c in pending if c in summaries and c not in done
+                          and c not in expanding), None)  # fmt: skip
+            if child is not None:
+                expanding.add(child)
+                stack.append((child, iter(summaries[child].spreads)))
+                continue
+            stack.pop()
+            expanding.discard(name)
+            done[name] = total(summaries[name])
+    return {op: total(summary) for op, summary in operations}
+
+
+def cost_errors(document: DocumentNode) -> list[GraphQLError]:
+    """The depth, alias and field-count refusals of a document, in O(its size): run before
+    validation, so a refused document costs nothing more."""
+    errors = []
+    aliases = 0
+    for op, cost in _costs(document).items():
+        name = op.name.value if op.name else "anonymous"
+        if cost.depth > MAX_DEPTH:
+            errors.append(
                 GraphQLError(
-                    f"the operation selects more than {MAX_FIELDS} fields",
-                    node,
+                    f"'{name}' exceeds maximum operation depth of {MAX_DEPTH}",
+                    op,
                     extensions={"code": "BAD_INPUT"},
                 )
             )
-
-
-@functools.cache
-def _rules() -> tuple[type[ASTValidationRule], ...]:
-    return (
-        *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
-        *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
-        MaxFields,
-    )
-
-
-def validation_rules() -> tuple[type[ASTValidationRule], ...]:
-    """Depth, alias and field-count rules, the same classes for every request."""
-    return _rules()
+        if cost.fields > MAX_FIELDS:
+            errors.append(
+                GraphQLError(
+                    f"the operation selects more than {MAX_FIELDS} fields",
+                    op,
+                    extensions={"code": "BAD_INPUT"},
+                )
+            )
+        aliases = min(_CAP, aliases + cost.aliases)
+    if aliases > MAX_ALIASES:
+        found = f"{aliases}" if aliases < _CAP else f"over {_CAP}"
+        errors.append(
+            GraphQLError(
+                f"{found} aliases found. Allowed: {MAX_ALIASES}",
+                extensions={"code": "BAD_INPUT"},
+            )
+        )
+    return errors
 
 
 # A number literal longer than this is refused while parsing: graphql-core converts Int

@@ -5,12 +5,14 @@ strawberry builds, for every request, one context manager per hook of every exte
 is a noticeable share of the hot path's CPU. Here each stage has one hook that calls the rules in
 order; the rules themselves live with what they protect (limits.py, errors.py, accounts.py).
 
-- operation: the token limit for the parser and the depth/alias/field validation rules; after
-  it, every error gets an `extensions.code` (errors.code_errors).
-- parse: an LRU cache of parsed documents (the hot path sends the same few documents over and
-  over), then number literals too long for graphql-core (limits.check_number_literals).
-- validate: an LRU cache of validation results, keyed by schema, document and rules (the rule
-  classes are made once: limits.validation_rules).
+- operation: the token limit for the parser; after it, every error gets an `extensions.code`
+  (errors.code_errors).
+- parse: the document length limit, then an LRU cache of parsed documents (the hot path
+  sends the same few documents over and over), then number literals too long for
+  graphql-core (limits.check_number_literals).
+- validate: first the depth, alias and field-count limits (limits.cost_errors, linear in the
+  document: a refused document is not validated at all), then an LRU cache of validation
+  results, keyed by schema, document and rules.
 - execute: before it, a mutation marks the context so a read-only token is refused
   (accounts.mark_writing); after it, admin mutations are audited (accounts.audit_admin_mutations).
 
@@ -45,13 +47,22 @@ from strawberry.utils.await_maybe import await_maybe
 
 from .accounts import audit_admin_mutations, mark_writing
 from .errors import TaskrouteSchema, code_errors
-from .limits import MAX_TOKENS, check_number_literals, validation_rules
+from .limits import MAX_TOKENS, check_document_length, check_number_literals, cost_errors
 
 # Distinct documents kept parsed and validated: the UI, the dashboards and the experts' tools
 # send a few dozen; the bound keeps arbitrary clients from growing the caches.
 DOCUMENT_CACHE = 256
 
-parse_cached: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(parse)
+_parse: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(parse)
+
+
+def parse_cached(query: Any, **options: Any) -> Any:
+    """graphql-core's parse, cached, for documents within the length limit (GraphQLError
+    otherwise, before the lexer or the cache's hash reads the text)."""
+    check_document_length(query)
+    return _parse(query, **options)
+
+
 _validate: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(validate_document)
 
 
@@ -59,7 +70,6 @@ class RequestPipeline(SchemaExtension):
     def on_operation(self) -> Iterator[None]:
         ctx = self.execution_context
         ctx.parse_options["max_tokens"] = MAX_TOKENS
-        ctx.validation_rules = ctx.validation_rules + validation_rules()
         yield
         code_errors(ctx.result)
 
@@ -72,8 +82,10 @@ class RequestPipeline(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         ctx = self.execution_context
-        ctx.pre_execution_errors = _validate(
-            ctx.schema._schema, ctx.graphql_document, ctx.validation_rules
+        document = ctx.graphql_document
+        assert document is not None  # strawberry validates only what parsed
+        ctx.pre_execution_errors = cost_errors(document) or _validate(
+            ctx.schema._schema, document, ctx.validation_rules
         )
         yield
 
@@ -106,8 +118,8 @@ class PipelineSchema(TaskrouteSchema):
         self._in_line = list(self.extensions) == [RequestPipeline] and not self.directives
         self._known: dict[tuple[str, str | None], tuple[DocumentNode, OperationType]] = {}
         self._no_middleware = MiddlewareManager()
-        # the rules on_operation sets: strawberry's default (graphql-core's) and ours
-        self._rules = (*specified_rules, *validation_rules())
+        # the rules strawberry validates with by default (graphql-core's)
+        self._rules = tuple(specified_rules)
 
     def _known_good(
         self, query: str | None, operation_name: str | None
@@ -132,6 +144,7 @@ class PipelineSchema(TaskrouteSchema):
         if (
             (operation_name is not None and name != operation_name)
             or kind == OperationType.SUBSCRIPTION
+            or cost_errors(document)
             or _validate(self._schema, document, self._rules)
         ):
             return None

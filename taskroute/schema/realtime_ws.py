@@ -19,6 +19,7 @@ Errors are the ones strawberry sends for an error raised by the subscription's g
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
@@ -42,14 +43,20 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
     ConnectionInitMessage,
+    Message,
     NextMessagePayload,
 )
+from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.types import (
+    ConnectionInitMessage as LegacyInitMessage,
+)
+from strawberry.subscriptions.protocols.graphql_ws.types import OperationMessage
 
 from taskroute.errors import TaskrouteError
 from taskroute.realtime.hub import Hint
 
 from .context import Context
-from .limits import MAX_TOKENS
+from .limits import MAX_DOCUMENT_CHARS, MAX_TOKENS, cost_errors
 from .realtime import TaskSubscription
 
 log = logging.getLogger(__name__)
@@ -85,8 +92,10 @@ class TaskAvailablePlans:
         self._plans: dict[tuple[str, str | None], TaskAvailablePlan | None] = {}
 
     def plan(self, query: object, operation_name: object) -> TaskAvailablePlan | None:
-        if not isinstance(query, str) or not (
-            operation_name is None or isinstance(operation_name, str)
+        if (
+            not isinstance(query, str)
+            or len(query) > MAX_DOCUMENT_CHARS  # strawberry's path refuses it; never kept
+            or not (operation_name is None or isinstance(operation_name, str))
         ):
             return None
         key = (query, operation_name)
@@ -106,7 +115,8 @@ class TaskAvailablePlans:
         except (GraphQLError, RecursionError):
             return None
         plan = _shape(document, operation_name)
-        if plan is None or validate(self.schema, document):
+        # Past a limit strawberry's path answers the refusal; validating first cost more.
+        if plan is None or cost_errors(document) or validate(self.schema, document):
             return None
         return plan
 
@@ -163,8 +173,45 @@ def _shape(document: DocumentNode, operation_name: str | None) -> TaskAvailableP
     return TaskAvailablePlan(op, root, (root.alias or root.name).value, tuple(fields))
 
 
+def operation_problem(message: Any, kind: str) -> str | None:
+    """What is wrong with a `subscribe` (graphql-transport-ws) or `start` (graphql-ws) message,
+    None if it has the shape both protocols require: a string id and a payload object with a
+    string query, optional object variables and optional string operationName. strawberry
+    indexes into it as it is, and a null payload or a list of variables escaped as an
+    unhandled exception (the socket dropped) or reached execution (INTERNAL)."""
+    if not isinstance(message.get("id"), str):
+        return f"a `{kind}` message needs a string `id`"
+    payload = message.get("payload")
+    if not isinstance(payload, dict):
+        return f"a `{kind}` message needs a `payload` object"
+    if not isinstance(payload.get("query"), str):
+        return "the payload's `query` must be a string"
+    if not isinstance(payload.get("variables"), dict | None):
+        return "the payload's `variables` must be an object or null"
+    if not isinstance(payload.get("operationName"), str | None):
+        return "the payload's `operationName` must be a string or null"
+    if not isinstance(payload.get("extensions"), dict | None):
+        return "the payload's `extensions` must be an object or null"
+    return None
+
+
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
-    """strawberry's graphql-transport-ws handler; `taskAvailable` runs on the lean path."""
+    """strawberry's graphql-transport-ws handler; `taskAvailable` runs on the lean path, and a
+    malformed message closes the socket with 4400 as the protocol says (strawberry let a
+    message that is not an object, or a `subscribe` with a null payload, escape as an
+    exception that dropped the socket)."""
+
+    async def handle_message(self, message: Message) -> None:
+        raw: Any = message
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            await self.handle_invalid_message("messages must be objects with a string `type`")
+            return
+        if raw["type"] == "subscribe" and self.connection_acknowledged:
+            problem = operation_problem(raw, "subscribe")
+            if problem is not None:
+                await self.handle_invalid_message(problem)
+                return
+        await super().handle_message(message)
 
     @property
     def plans(self) -> TaskAvailablePlans:
@@ -226,3 +273,69 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 await operation.send_operation_message({"id": operation.id, "type": "complete"})
             self.operations.pop(operation.id, None)
             raise
+
+
+class LegacyWS(BaseGraphQLWSHandler[Context, None]):
+    """strawberry's legacy graphql-ws (subscriptions-transport-ws) handler, with what its
+    graphql-transport-ws handler has: a socket that does not send `connection_init` within
+    the view's `connection_init_wait_timeout` is closed (4408), and every frame is answered.
+    A malformed `start`, a message that is not an object, or an unknown type gets an `error`
+    message (for its id when it has one) instead of an exception that dropped the socket;
+    queries and mutations sent as `start` get the coded error of the operation type."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.init_received = False
+        self.init_deadline: asyncio.Task[None] | None = None
+
+    async def handle(self) -> None:
+        self.init_deadline = asyncio.create_task(self._close_unless_initialised())
+        try:
+            await super().handle()
+        finally:
+            self._cancel_deadline()
+
+    async def _close_unless_initialised(self) -> None:
+        await asyncio.sleep(self.view.connection_init_wait_timeout.total_seconds())
+        if not self.init_received:
+            with contextlib.suppress(Exception):  # the client may be gone already
+                await self.websocket.close(code=4408, reason="Connection initialisation timeout")
+
+    def _cancel_deadline(self) -> None:
+        # Dropped once done with: no timer kept for an idle subscriber's life.
+        deadline, self.init_deadline = self.init_deadline, None
+        if deadline is not None:
+            deadline.cancel()
+
+    async def handle_message(self, message: OperationMessage) -> None:
+        raw: Any = message
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            await self._error(None, "messages must be objects with a string `type`")
+            return
+        kind = raw["type"]
+        op_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+        if kind == "start" and self.connection_acknowledged:
+            problem = operation_problem(raw, "start")
+            if problem is not None:
+                await self._error(op_id, problem)
+                return
+        elif kind == "stop" and op_id is None:
+            await self._error(None, "a `stop` message needs a string `id`")
+            return
+        elif kind not in ("connection_init", "connection_terminate", "start", "stop"):
+            await self._error(op_id, f"unknown message type {kind!r}")
+            return
+        await super().handle_message(message)
+
+    async def handle_connection_init(self, message: LegacyInitMessage) -> None:
+        self.init_received = True
+        self._cancel_deadline()
+        await super().handle_connection_init(message)
+        self.context.connection_params = None  # read by on_ws_connect, never again
+
+    async def _error(self, op_id: str | None, text: str) -> None:
+        error = {"message": text, "extensions": {"code": "BAD_INPUT"}}
+        message: dict[str, Any] = {"type": "error", "payload": error}
+        if op_id is not None:
+            message["id"] = op_id
+        await self.websocket.send_json(message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -41,7 +42,7 @@ from taskroute.resolvers.jobs.task_counts import compact_once
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
-from taskroute.schema.realtime_ws import TaskAvailablePlans, TransportWS
+from taskroute.schema.realtime_ws import LegacyWS, TaskAvailablePlans, TransportWS
 from taskroute.server import gc_tuning
 from taskroute.server.drain import Drain, DrainWebSockets
 from taskroute.server.graphql_http import SpecGraphQL
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 class GraphQLApp(SpecGraphQL):
     # graphql-transport-ws, with `taskAvailable` served without strawberry's executor
     graphql_transport_ws_handler_class = TransportWS
+    # legacy graphql-ws, with the connection_init deadline and an answer to every frame
+    graphql_ws_handler_class = LegacyWS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -209,6 +212,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
     graphql = GraphQLApp(
         build_schema(introspection=settings.introspection),
         allowed_origins=settings.allowed_origins,
+        connection_init_wait_timeout=datetime.timedelta(
+            seconds=settings.ws_connection_init_timeout
+        ),
     )
     # SIGTERM: WebSockets closed with 1001, jobs stopped at a safe point, then uvicorn's own
     # graceful shutdown (drain.py)
@@ -237,7 +243,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         )
         services = ServerServices(Database(pool, settings.pool_timeout, admission), settings)
         services.subscriptions = SubscriptionBudget(
-            settings.ws_max_subscriptions_per_socket, settings.ws_max_subscriptions_per_credential
+            settings.ws_max_subscriptions_per_socket,
+            settings.ws_max_subscriptions_per_credential,
+            settings.ws_max_subscriptions_per_account,
         )
         listener = PostgresNotifyBackend(
             direct_url,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from taskroute.observability import metrics
 from taskroute.resolvers import projects
 
 from ..helpers import ADMIN_TOKEN, Api, GraphQLError, InProcessServer, settings_for, tasks_of
+from ..ws import LEGACY_WS, TRANSPORT_WS, WsClient
 
 GRJ = "application/graphql-response+json"
 
@@ -316,3 +318,112 @@ async def test_http_client_sees_no_server_errors_on_garbage(api: Api) -> None:
     for path in ("/v1/tasks/next", "/v1/projects"):
         r = await api.http.post(path, content=b"\xff", headers={"Authorization": "Bearer x"})
         assert r.status_code == 401
+
+
+def fan_out(levels: int, alias: str = "t", root: str = "Query") -> str:
+    """Fragments each spreading the next twice: `levels` small fragments, 2**levels fields."""
+    frags = [f"fragment F{i} on {root} {{ ...F{i + 1} ...F{i + 1} }}" for i in range(levels)]
+    frags.append(f"fragment F{levels} on {root} {{ {alias}: __typename }}")
+    kind = "subscription" if root == "Subscription" else "query"
+    return f"{kind} {{ ...F0 }} " + " ".join(frags)
+
+
+async def _graphql_calls(action: Any) -> tuple[int, Any]:
+    """Python calls into graphql-core and strawberry while `action()` runs (the server runs
+    in this thread): a count of work that does not depend on the machine's speed."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            name = frame.f_code.co_filename
+            if "/graphql/" in name or "/strawberry/" in name or "schema/limits" in name:
+                calls += 1
+
+    sys.setprofile(profile)
+    try:
+        result = await action()
+    finally:
+        sys.setprofile(None)
+    return calls, result
+
+
+async def test_fragment_fan_out_is_refused_at_the_cost_of_its_size(api: Api) -> None:
+    """Each fragment is counted once and multiplied by its spreads, before validation: a
+    document of a few fragments each spreading the next twice is refused with work in
+    proportion to its length. The depth and alias limits walked every expansion (2**levels),
+    over every transport, before the field count refused it."""
+    expert = await api.create_expert(["s"])
+    token = expert["token"]
+
+    async def post(query: str) -> tuple[int, Any]:
+        return await gql(api, query, token=token)
+
+    async def get(query: str) -> tuple[int, Any]:
+        r = await api.http.get(
+            "/graphql", params={"query": query},
+            headers={"Authorization": f"Bearer {token}", "Accept": GRJ},
+        )  # fmt: skip
+        return r.status_code, r.json()
+
+    def over_ws(protocol: str) -> Any:
+        async def send(query: str) -> tuple[int, Any]:
+            async with WsClient(api.base_url, token, protocol=protocol) as ws:
+                op = await ws.subscribe(query)
+                msg = await ws.next()
+                assert msg["id"] == op
+                return 400, msg
+
+        return send
+
+    callers = [("POST", post), ("GET", get),
+               (TRANSPORT_WS, over_ws(TRANSPORT_WS)), (LEGACY_WS, over_ws(LEGACY_WS))]  # fmt: skip
+    for label, send in callers:
+        root = "Query" if label in ("POST", "GET") else "Subscription"
+        work = []
+        for levels in (11, 15):  # 2048 and 32768 fields expanded: both over the limit
+            # a fresh alias each time: no cache can have seen the document
+            query = fan_out(levels, alias=f"a{label[:2]}{levels}".replace("-", ""), root=root)
+            calls, (status, body) = await _graphql_calls(lambda q=query, s=send: s(q))
+            assert status == 400 and set(codes(body)) == {"BAD_INPUT"}, (label, body)
+            messages = [e["message"] for e in body["errors"]]
+            assert "the operation selects more than 1000 fields" in messages, (label, body)
+            work.append(calls)
+        # 16 times the expansion, four more fragments: about the same work.
+        assert work[1] < 1.5 * work[0] + 500, (label, work)
+
+    # Counted once but multiplied: the fan-out's aliases and depth are refused too ...
+    status, body = await post(fan_out(5))  # 32 aliased fields in six small fragments
+    assert status == 400 and codes(body) == ["BAD_INPUT"], body
+    assert body["errors"][0]["message"] == "32 aliases found. Allowed: 30"
+    chain = " ".join(f"fragment D{i} on Project {{ project {{ ...D{i + 1} }} }}" for i in range(13))
+    status, body = await post(f'{{ project(id: "x") {{ ...D0 }} }} {chain} fragment D13 on '
+                              "Project { id }")  # fmt: skip
+    assert status == 400 and "exceeds maximum operation depth of 12" in str(body), body
+    # ... while a document of about the same size without fan-out is served.
+    fine = (
+        "query { ...F0 } "
+        + " ".join(f"fragment F{i} on Query {{ ...F{i + 1} x{i}: __typename }}" for i in range(20))
+        + " fragment F20 on Query { __typename }"
+    )
+    status, body = await post(fine)
+    assert status == 200 and "errors" not in body, body
+
+
+async def test_documents_longer_than_the_lexer_reads_cheaply_are_refused(api: Api) -> None:
+    """The token limit does not bound what the lexer reads: a comment (or a string literal)
+    up to the body limit was read a character at a time. Past the length limit a document
+    is refused before it is read, over HTTP and WebSocket alike."""
+    expert = await api.create_expert(["s"])
+    long = "{ __typename } #" + "x" * 150_000
+    status, body = await gql(api, long, token=expert["token"])
+    assert status == 400 and codes(body) == ["BAD_INPUT"], body
+    assert "100000 characters" in body["errors"][0]["message"]
+    async with WsClient(api.base_url, expert["token"]) as ws:
+        op = await ws.subscribe("subscription { taskAvailable { skill } } #" + "x" * 150_000)
+        msg = await ws.next()
+        assert msg["id"] == op and msg["errors"][0]["extensions"]["code"] == "BAD_INPUT", msg
+        assert "100000 characters" in msg["errors"][0]["message"]
+    # within the limit, comments are fine
+    status, body = await gql(api, "{ __typename } #" + "x" * 90_000, token=expert["token"])
+    assert status == 200 and body == {"data": {"__typename": "Query"}}, body

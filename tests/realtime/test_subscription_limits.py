@@ -7,12 +7,15 @@ and shares each evaluation among the project's subscribers, instead of one poll 
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from websockets.asyncio.client import connect
 
 from taskroute.resolvers import forecast as fc
 
@@ -145,3 +148,123 @@ async def test_bad_subscription_documents_get_coded_errors_on_both_protocols(
             op = await ws.subscribe(TASK_AVAILABLE, {"s": None})
             msg = await ws.next()
             assert msg["id"] == op and not msg.get("errors"), msg
+
+
+ISSUE = 'mutation { createCredential(label: "more") { token } }'
+
+
+@pytest_asyncio.fixture
+async def account_budget(database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    settings = settings_for(
+        database_url,
+        tmp_path,
+        ws_max_subscriptions_per_socket=3,
+        ws_max_subscriptions_per_credential=5,
+        ws_max_subscriptions_per_account=7,
+        ws_connection_init_timeout=0.3,
+    )
+    async with serving(settings) as api:
+        yield api
+
+
+async def test_subscriptions_per_account_across_its_tokens(account_budget: Api) -> None:
+    """A customer mints tokens freely: each token's budget alone let one account hold any
+    number of subscriptions. The account's budget counts across its tokens."""
+    api = account_budget
+    customer = await api.create_customer()
+    pid = (await api.create_project(customer["token"], tasks_of("s", 1)))["project"]["id"]
+    tokens = [customer["token"]]
+    for _ in range(2):
+        tokens.append((await api.gql(ISSUE, None, customer["token"]))["createCredential"]["token"])
+    sockets = [WsClient(api.base_url, token) for token in tokens for _ in range(2)]
+    for ws in sockets:
+        await ws.open()
+    try:
+        held = 0
+        for ws in sockets:  # two sockets per token, up to three subscriptions each
+            for _ in range(3):
+                op = await ws.subscribe(PROJECT_PROGRESS, {"p": pid})
+                code = await _error_code(ws, op)
+                if code is None:
+                    held += 1
+                else:
+                    assert code == "TOO_MANY_SUBSCRIPTIONS", code
+        assert held == 7  # the account's budget, though three tokens could hold 15
+        # Another account is not affected.
+        other = await api.create_customer("other")
+        opid = (await api.create_project(other["token"], tasks_of("s", 1)))["project"]["id"]
+        async with WsClient(api.base_url, other["token"], protocol=LEGACY_WS) as ws:
+            op = await ws.subscribe(PROJECT_PROGRESS, {"p": opid})
+            assert await _error_code(ws, op) is None
+    finally:
+        for ws in sockets:
+            await ws.close()
+    # Closing the sockets gave the account's budget back.
+    async with WsClient(api.base_url, tokens[2]) as ws:
+        op = await ws.subscribe(PROJECT_PROGRESS, {"p": pid})
+        assert await _error_code(ws, op) is None
+
+
+async def test_sockets_without_connection_init_are_closed_on_both_protocols(
+    account_budget: Api,
+) -> None:
+    """graphql-transport-ws closed a socket that never sent `connection_init`; the legacy
+    graphql-ws protocol kept it open for ever."""
+    url = account_budget.base_url.replace("http://", "ws://") + "/graphql"
+    for protocol in (TRANSPORT_WS, LEGACY_WS):
+        async with connect(url, subprotocols=[protocol], ping_interval=None) as ws:  # type: ignore[list-item]
+            # wait on the close itself (the server's deadline is the fixture's 0.3 s)
+            await asyncio.wait_for(ws.wait_closed(), 20)
+            assert ws.close_code == 4408, (protocol, ws.close_code)
+
+
+async def test_every_malformed_frame_gets_a_protocol_answer(account_budget: Api) -> None:
+    """A null payload, a list of variables, a non-string query, a query sent as a legacy
+    `start`: each is answered (legacy: an `error` for its id; graphql-transport-ws: close 4400,
+    as its spec says of invalid messages), never INTERNAL or a dropped socket."""
+    api = account_budget
+    expert = await api.create_expert(["s"])
+    bad_payloads: list[Any] = [
+        None,
+        {"query": TASK_AVAILABLE, "variables": [1]},
+        {"query": 12},
+        {"query": ["{ me { role } }"]},
+        {"query": TASK_AVAILABLE, "operationName": 3},
+        "subscription { taskAvailable { skill } }",
+    ]
+    async with WsClient(api.base_url, expert["token"], protocol=LEGACY_WS) as ws:
+        for n, payload in enumerate(bad_payloads):
+            await ws._send({"id": f"b{n}", "type": "start", "payload": payload})
+            msg = await ws.message()
+            assert msg["type"] == "error" and msg["id"] == f"b{n}", (payload, msg)
+            assert msg["payload"]["extensions"]["code"] == "BAD_INPUT", (payload, msg)
+        for frame in ([1], {"type": "nope", "id": "x"}, {"id": "y"}, {"type": "stop"}):
+            assert ws.ws is not None
+            await ws.ws.send(json.dumps(frame))
+            msg = await ws.message()
+            assert msg["type"] == "error", (frame, msg)
+            assert msg["payload"]["extensions"]["code"] == "BAD_INPUT", (frame, msg)
+        # queries and mutations are not served as legacy `start`s: a coded error, not INTERNAL
+        for document in (
+            "{ me { role } }",
+            'mutation { heartbeat(assignmentId: "x") { __typename } }',
+        ):
+            op = await ws.subscribe(document)
+            msg = await ws.next()
+            assert msg["id"] == op and msg["errors"][0]["extensions"]["code"] == "BAD_INPUT", msg
+        # and the socket still serves a good subscription
+        await api.create_project((await api.create_customer())["token"], tasks_of("s", 1))
+        op = await ws.subscribe(TASK_AVAILABLE, {"s": None})
+        msg = await ws.next()
+        assert msg["id"] == op and msg["data"]["taskAvailable"]["skill"] == "s", msg
+    for payload in bad_payloads:
+        async with WsClient(api.base_url, expert["token"]) as ws:
+            assert ws.ws is not None
+            await ws._send({"id": "1", "type": "subscribe", "payload": payload})
+            await asyncio.wait_for(ws.ws.wait_closed(), 20)
+            assert ws.ws.close_code == 4400, (payload, ws.ws.close_code)
+    async with WsClient(api.base_url, expert["token"]) as ws:
+        assert ws.ws is not None
+        await ws.ws.send("[1]")
+        await asyncio.wait_for(ws.ws.wait_closed(), 20)
+        assert ws.ws.close_code == 4400
