@@ -237,7 +237,9 @@ async def release(
     return Release(assignment_id, reason, row["releases_left"], row["resets_at"])
 
 
-async def releases_left(db: Database, expert_id: UUID, per_hour: int) -> tuple[int, datetime | None]:
+async def releases_left(
+    db: Database, expert_id: UUID, per_hour: int
+) -> tuple[int, datetime | None]:
     """This hour's remaining releases, and when the oldest counted one stops counting."""
     row = await db.fetchrow(Q["releases_left"], expert_id, per_hour)
     assert row is not None

@@ -60,6 +60,7 @@ def _review_json(r: acceptance.Review) -> dict[str, Any]:
         "override_until": at(r.override_until),
         "changed": r.changed,
         "note": r.note,
+        "too_fast": r.too_fast,
     }
 
 

@@ -34,6 +34,7 @@ class Release:
         description="when the oldest release counted in the hour stops counting"
     )
 
+
 # The mutations that claim new work (`claims.claim_next`, admitted last and shed first): the
 # server answers a request of only these from the admission gate alone when it would refuse.
 CLAIM_OPS = frozenset({"claimNextTask"})

@@ -125,6 +125,9 @@ class AssignmentReview:
     )
     changed: bool = strawberry.field(description="approve/reject: this call changed the state")
     note: str | None = strawberry.field(description="approve/reject: why nothing changed")
+    too_fast: bool = strawberry.field(
+        description="submitted sooner than the project's minSecondsPerTask after the claim"
+    )
 
     @classmethod
     def of(cls, r: acceptance.Review) -> AssignmentReview:
@@ -142,6 +145,7 @@ class AssignmentReview:
             override_until=r.override_until,
             changed=r.changed,
             note=r.note,
+            too_fast=r.too_fast,
         )
 
 

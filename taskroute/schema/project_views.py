@@ -21,6 +21,7 @@ from typing import Any
 
 import strawberry
 from strawberry.relay import PageInfo
+from strawberry.scalars import JSON
 
 from taskroute.resolvers import alerts as alert_domain
 from taskroute.resolvers import customer_views
@@ -297,8 +298,8 @@ class FlaggedItem:
     item_id: strawberry.ID
     external_id: str | None
     flagged_at: datetime
-    reasons: strawberry.scalars.JSON = strawberry.field(
-        description="the experts' release reasons, counted: {\"BAD_ITEM\": 2, \"SKIP\": 1}"
+    reasons: JSON = strawberry.field(
+        description='the experts\' release reasons, counted: {"BAD_ITEM": 2, "SKIP": 1}'
     )
 
 
@@ -311,7 +312,7 @@ async def project_flagged_items(
             item_id=strawberry.ID(str(r["item_id"])),
             external_id=r["external_id"],
             flagged_at=r["flagged_at"],
-            reasons=r["reasons"] or {},
+            reasons=JSON(r["reasons"] or {}),
         )
         for r in rows
     ]

@@ -104,9 +104,9 @@ async def test_releases_are_bounded_per_hour_and_the_error_says_when_they_reset(
         for _ in range(2):
             claim = await api.claim(expert["token"])
             assert claim is not None
-            lefts.append((await release(api, expert["token"], claim["assignmentId"], "SKIP"))[
-                "releasesLeft"
-            ])
+            lefts.append(
+                (await release(api, expert["token"], claim["assignmentId"], "SKIP"))["releasesLeft"]
+            )
         assert lefts == [1, 0]
         me = (await api.gql(RELEASES_LEFT, token=expert["token"]))["me"]["expert"]
         assert me["releasesLeft"] == 0 and me["releasesResetAt"] is not None
@@ -208,9 +208,9 @@ async def test_a_repeated_submit_with_another_answer_says_the_first_stands(
         "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) {"
         " id duplicate answerDiffers } }"
     )
-    first = (await api.gql(q, {"a": claim["assignmentId"], "x": {"v": 1}}, expert["token"]))
-    same = (await api.gql(q, {"a": claim["assignmentId"], "x": {"v": 1}}, expert["token"]))
-    other = (await api.gql(q, {"a": claim["assignmentId"], "x": {"v": 2}}, expert["token"]))
+    first = await api.gql(q, {"a": claim["assignmentId"], "x": {"v": 1}}, expert["token"])
+    same = await api.gql(q, {"a": claim["assignmentId"], "x": {"v": 1}}, expert["token"])
+    other = await api.gql(q, {"a": claim["assignmentId"], "x": {"v": 2}}, expert["token"])
     assert first["submit"]["duplicate"] is False
     assert same["submit"] == {"id": first["submit"]["id"], "duplicate": True,
                               "answerDiffers": False}  # fmt: skip

@@ -378,7 +378,7 @@ WHERE id = ANY ($1::uuid[])
 -- $1 assignment ids. Review state with what authorises reading it (expert, customer).
 SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
        a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
-       t.kind AS task_kind, a.answer,
+       t.kind AS task_kind, a.answer, a.too_fast,
        CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
             THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
            AS override_until
@@ -392,7 +392,7 @@ WHERE a.id = ANY ($1::uuid[]);
 -- rows. A customer's review list: submitted work of a project, oldest first, never gold.
 SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
        a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
-       t.kind AS task_kind, a.answer,
+       t.kind AS task_kind, a.answer, a.too_fast,
        CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
             THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
            AS override_until
