@@ -122,6 +122,18 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
+    -- Named skills the expert does not hold (paused ones are held) are a caller's mistake,
+    -- not "no work": reported in `skill`, comma-separated.
+    IF p_skills IS NOT NULL THEN
+        SELECT string_agg(n.skill, ', ' ORDER BY n.skill)
+FROM unnest(p_skills::text[]) AS n(skill)
+WHERE NOT EXISTS (SELECT 1 FROM expert_skills es WHERE es.expert_id = p_expert AND es.skill = n.skill) INTO skill;
+        IF skill IS NOT NULL THEN
+            outcome := 'unknown_skill';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
     SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
        t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id
 FROM assignments a
@@ -201,10 +213,18 @@ served AS (
         WHERE t.project_id = p.id AND t.status = 'open' AND t.skill = s.skill
           AND t.skill = s.skill AND t.min_quality <= s.quality
 AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active' OFFSET 0)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
         ORDER BY t.eff_priority DESC, t.seq
         LIMIT 1
     ) w
@@ -277,10 +297,18 @@ candidate AS (
         WHERE p_project::uuid IS NULL AND t.status = 'open' AND t.skill = s.skill
           AND t.skill = s.skill AND t.min_quality <= s.quality
 AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active' OFFSET 0)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
         ORDER BY t.eff_priority DESC, t.seq
         LIMIT 1
         FOR UPDATE SKIP LOCKED
@@ -295,10 +323,18 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
           AND t.status = 'open' AND t.skill = s.skill
           AND t.skill = s.skill AND t.min_quality <= s.quality
 AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active' OFFSET 0)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
         ORDER BY t.eff_priority DESC, t.seq
         LIMIT 1
         FOR UPDATE SKIP LOCKED
@@ -315,10 +351,18 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
           AND t.attempts < t.max_retries AND (p_project::uuid IS NULL OR t.project_id = p_project::uuid)
           AND t.skill = s.skill AND t.min_quality <= s.quality
 AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active' OFFSET 0)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
         ORDER BY t.lease_until
         LIMIT 1
         FOR UPDATE OF t, pa SKIP LOCKED
@@ -495,10 +539,18 @@ WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
           AND routing_base_priority(t.eff_priority) > b.base
           AND t.skill = s.skill AND t.min_quality <= s.quality
 AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active' OFFSET 0)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
         ORDER BY t.eff_priority DESC
         LIMIT 1
     ) higher
@@ -533,10 +585,18 @@ WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
           AND routing_base_priority(t.eff_priority) > e.base
           AND t.skill = s.skill AND t.min_quality <= s.quality
 AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
-AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active' OFFSET 0)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
         ORDER BY t.eff_priority DESC
         LIMIT 1
     ) higher
@@ -550,7 +610,8 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
         RETURN;
     END IF;
     SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
-       p.pay_cents AS project_pay_cents, p.status AS project_status
+       p.pay_cents AS project_pay_cents, p.status AS project_status,
+       p.min_seconds_per_task, p.too_fast_policy
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = p_assignment INTO v_row;
     outcome := CASE
@@ -755,6 +816,107 @@ FROM (
 WHERE p.id = p_project AND p.status IN ('active', 'completed') AND p.status <> s.status
 RETURNING p.status INTO v_status;
     RETURN v_status;
+END
+$$;
+
+CREATE FUNCTION taskroute_release(p_assignment uuid, p_expert uuid, p_reason text, p_per_hour integer) RETURNS TABLE(outcome text, project_id uuid, opened jsonb, releases_left integer, resets_at timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_status text;
+    v_found record;
+    v_task record;
+    v_current record;
+    v_allow record;
+    v_row record;
+    v_flagged record;
+BEGIN
+    opened := '[]';
+    UPDATE experts SET last_seen_at = taskroute_now() WHERE id = p_expert RETURNING status INTO v_status;
+    SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
+       p.pay_cents AS project_pay_cents, p.status AS project_status,
+       p.min_seconds_per_task, p.too_fast_policy
+FROM assignments a JOIN projects p ON p.id = a.project_id
+WHERE a.id = p_assignment INTO v_found;
+    IF NOT FOUND OR v_found.expert_id <> p_expert THEN
+        outcome := 'not_found';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    project_id := v_found.project_id;
+    SELECT status, assignment_id, lease_until FROM tasks WHERE id = v_found.task_id FOR UPDATE INTO v_task;
+    SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = p_assignment FOR UPDATE INTO v_current;
+    IF v_current.status = 'submitted' THEN
+        outcome := 'submitted';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF v_current.status <> 'active' OR NOT v_current.lease_live
+       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
+        outcome := 'expired';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT count(*)::int AS used, min(w.released_at) + interval '1 hour' AS resets_at
+FROM (SELECT released_at FROM item_releases
+      WHERE expert_id = p_expert AND released_at > taskroute_now() - interval '1 hour'
+      ORDER BY released_at
+      LIMIT p_per_hour) w INTO v_allow;
+    IF v_allow.used >= p_per_hour THEN
+        outcome := 'limited';
+        releases_left := 0;
+        resets_at := v_allow.resets_at;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    UPDATE assignments SET status = 'released' WHERE id = p_assignment;
+    INSERT INTO item_releases (item_id, expert_id, assignment_id, project_id, reason)
+VALUES (v_found.item_id, p_expert, p_assignment, v_found.project_id, p_reason)
+ON CONFLICT (item_id, expert_id) DO NOTHING;
+    IF p_reason = 'BAD_ITEM' THEN
+        PERFORM 1 FROM (SELECT id FROM items WHERE id = v_found.item_id FOR NO KEY UPDATE) l;
+        WITH bad AS (
+    SELECT count(*) AS n FROM item_releases WHERE item_id = v_found.item_id AND reason = 'BAD_ITEM'
+),
+flagged AS (
+    UPDATE items i SET flagged_at = taskroute_now()
+    FROM projects p, bad b
+    WHERE i.id = v_found.item_id AND p.id = i.project_id AND i.flagged_at IS NULL
+      AND b.n >= p.flag_after_bad_item_releases
+    RETURNING i.id, i.project_id
+),
+canceled AS (
+    UPDATE tasks t SET status = 'canceled'
+    FROM flagged f
+    WHERE t.item_id = f.id AND t.status IN ('open', 'pending')
+),
+retired AS (
+    UPDATE gold_pool g SET retired_at = coalesce(g.retired_at, taskroute_now())
+    FROM flagged f WHERE g.item_id = f.id
+)
+SELECT id, project_id FROM flagged INTO v_flagged;
+    END IF;
+    UPDATE tasks t
+SET status = CASE WHEN t.kind = 'gold' OR p.status = 'canceled' OR i.flagged_at IS NOT NULL
+                  THEN 'canceled' ELSE 'open' END,
+    assignment_id = NULL,
+    lease_until = NULL
+FROM projects p, items i
+WHERE t.id = v_found.task_id AND p.id = t.project_id AND i.id = t.item_id
+RETURNING t.skill, t.project_id, t.status, t.min_quality INTO v_row;
+    IF v_row.status = 'open' THEN
+        opened := jsonb_build_array(jsonb_build_object(
+            'skill', v_row.skill, 'project_id', v_row.project_id,
+            'min_quality', v_row.min_quality));
+    ELSE
+        -- canceled slots (flagged item, gold, canceled project) may have been the last work
+        PERFORM taskroute_project_settle(v_found.project_id, true);
+    END IF;
+    outcome := 'released';
+    releases_left := p_per_hour - v_allow.used - 1;
+    resets_at := coalesce(v_allow.resets_at, taskroute_now() + interval '1 hour');
+    RETURN NEXT;
 END
 $$;
 
@@ -998,6 +1160,9 @@ FROM projects WHERE id = st.project_id INTO v_pay;
     SELECT a.id FROM assignments a JOIN tasks t ON t.id = a.task_id
     WHERE a.item_id = p_item AND a.review_status = 'submitted' AND a.retracted_at IS NULL
       AND t.kind IN ('normal', 'adjudication')
+      AND NOT (a.too_fast AND EXISTS (SELECT 1 FROM projects p
+                                      WHERE p.id = a.project_id
+                                        AND p.too_fast_policy = 'exclude'))
     ORDER BY a.id FOR UPDATE OF a SKIP LOCKED
 ),
 v AS (
@@ -1103,7 +1268,7 @@ RETURNING gold_seen, gold_correct, quality, status, pause_check_from, pause_corr
 END
 $$;
 
-CREATE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb) RETURNS TABLE(outcome text, receipt_id uuid, submitted_at timestamp with time zone, pay_cents integer, project_id uuid, opened jsonb, pay_status text)
+CREATE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb) RETURNS TABLE(outcome text, receipt_id uuid, submitted_at timestamp with time zone, pay_cents integer, project_id uuid, opened jsonb, pay_status text, answer_differs boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -1115,10 +1280,14 @@ DECLARE
     v_ctx record;
     v_pay record;
     v_correct boolean;
+    v_fast boolean;
+    v_excluded boolean;
 BEGIN
     opened := '[]';
+    answer_differs := false;
     SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
-       p.pay_cents AS project_pay_cents, p.status AS project_status
+       p.pay_cents AS project_pay_cents, p.status AS project_status,
+       p.min_seconds_per_task, p.too_fast_policy
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = p_assignment INTO v_found;
     IF NOT FOUND OR v_found.expert_id <> p_expert THEN
@@ -1139,6 +1308,7 @@ FROM projects WHERE id = v_found.project_id INTO v_pay;
     -- A repeated submit (or a racing one that got here first): the first receipt.
     IF v_current.status = 'submitted' THEN
         outcome := 'already';
+        answer_differs := v_current.answer IS DISTINCT FROM p_answer;
         receipt_id := v_current.receipt_id;
         submitted_at := v_current.submitted_at;
         pay_cents := v_current.pay_cents;
@@ -1151,9 +1321,17 @@ FROM projects WHERE id = v_found.project_id INTO v_pay;
         RETURN NEXT;
         RETURN;
     END IF;
+    v_fast := v_found.min_seconds_per_task IS NOT NULL AND taskroute_now()
+              < v_current.claimed_at + make_interval(secs => v_found.min_seconds_per_task);
+    v_excluded := v_fast AND v_found.too_fast_policy = 'exclude';
+    IF v_excluded THEN
+        -- left for the customer's review: never paid at submit, never auto-approved
+        v_pay.payment_policy := 'on_review';
+        pay_status := 'pending_review';
+    END IF;
     UPDATE assignments
 SET status = 'submitted', answer = p_answer, submitted_at = taskroute_now(), receipt_id = gen_random_uuid(),
-    pay_cents = v_found.project_pay_cents,
+    pay_cents = v_found.project_pay_cents, too_fast = v_fast,
     review_status = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
     reviewed_at = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN taskroute_now() END,
     reviewed_by = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'policy' END
@@ -1175,7 +1353,8 @@ JOIN project_quality q ON q.project_id = t.project_id
 WHERE t.id = v_found.task_id INTO v_ctx;
     UPDATE expert_skills SET tasks_done = tasks_done + 1 WHERE expert_id = p_expert AND skill = v_ctx.skill;
     IF v_ctx.kind = 'gold' THEN
-        v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field);
+        v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field)
+                     AND NOT v_excluded;
         -- on_acceptance: decided (and paid if correct) when real work would be
         PERFORM taskroute_gold_submitted(p_assignment);
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
@@ -1266,6 +1445,7 @@ CREATE TABLE assignments (
     reviewed_at timestamp with time zone,
     reviewed_by text,
     review_reason text,
+    too_fast boolean DEFAULT false NOT NULL,
     CONSTRAINT assignments_review_status_check CHECK ((review_status = ANY (ARRAY['submitted'::text, 'accepted'::text, 'rejected'::text]))),
     CONSTRAINT assignments_status_check CHECK ((status = ANY (ARRAY['active'::text, 'submitted'::text, 'expired'::text, 'released'::text])))
 )
@@ -1414,6 +1594,16 @@ CREATE TABLE ingest_jobs (
     CONSTRAINT ingest_jobs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'retrying'::text, 'done'::text, 'failed'::text, 'canceled'::text])))
 );
 
+CREATE TABLE item_releases (
+    item_id uuid NOT NULL,
+    expert_id uuid NOT NULL,
+    assignment_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    reason text NOT NULL,
+    released_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    CONSTRAINT item_releases_reason_check CHECK ((reason = ANY (ARRAY['SKIP'::text, 'CANNOT_ANSWER'::text, 'BAD_ITEM'::text])))
+);
+
 CREATE TABLE item_results (
     item_id uuid NOT NULL,
     project_id uuid NOT NULL,
@@ -1440,7 +1630,8 @@ CREATE TABLE items (
     metadata jsonb,
     created_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
     answer_schema jsonb,
-    payload_deleted_at timestamp with time zone
+    payload_deleted_at timestamp with time zone,
+    flagged_at timestamp with time zone
 );
 
 CREATE TABLE payouts (
@@ -1454,9 +1645,11 @@ CREATE TABLE payouts (
     reverses_id uuid,
     reason text,
     created_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    idempotency_key text,
+    CONSTRAINT payouts_bonus_key CHECK (((kind = 'bonus'::text) = (idempotency_key IS NOT NULL))),
     CONSTRAINT payouts_check CHECK (((kind = 'payment'::text) = (assignment_id IS NOT NULL))),
     CONSTRAINT payouts_check1 CHECK (((kind = 'reversal'::text) = (reverses_id IS NOT NULL))),
-    CONSTRAINT payouts_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'reversal'::text])))
+    CONSTRAINT payouts_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'reversal'::text, 'bonus'::text])))
 );
 
 ALTER TABLE payouts ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
@@ -1588,18 +1781,26 @@ CREATE TABLE projects (
     override_seconds integer DEFAULT 2592000 NOT NULL,
     pay_adjudicated_disagreements boolean DEFAULT true NOT NULL,
     completed_at timestamp with time zone,
+    flag_after_bad_item_releases integer DEFAULT 2 NOT NULL,
+    max_items_per_expert integer,
+    min_seconds_per_task integer,
+    too_fast_policy text DEFAULT 'count'::text NOT NULL,
     CONSTRAINT projects_auto_approve_seconds_check CHECK (((auto_approve_seconds >= 0) AND (auto_approve_seconds <= 2592000))),
     CONSTRAINT projects_completed_at_check CHECK (((status = 'completed'::text) = (completed_at IS NOT NULL))),
+    CONSTRAINT projects_flag_after_bad_item_releases_check CHECK (((flag_after_bad_item_releases >= 1) AND (flag_after_bad_item_releases <= 100))),
     CONSTRAINT projects_heartbeat_timeout_seconds_check CHECK ((heartbeat_timeout_seconds > 0)),
     CONSTRAINT projects_lease_seconds_check CHECK ((lease_seconds > 0)),
+    CONSTRAINT projects_max_items_per_expert_check CHECK ((max_items_per_expert > 0)),
     CONSTRAINT projects_max_retries_check CHECK ((max_retries >= 0)),
+    CONSTRAINT projects_min_seconds_per_task_check CHECK (((min_seconds_per_task >= 1) AND (min_seconds_per_task <= 86400))),
     CONSTRAINT projects_override_seconds_check CHECK (((override_seconds >= 0) AND (override_seconds <= 31536000))),
     CONSTRAINT projects_pay_cents_check CHECK ((pay_cents >= 0)),
     CONSTRAINT projects_payload_retention_check CHECK ((payload_retention >= '00:00:00'::interval)),
     CONSTRAINT projects_payload_retention_max CHECK ((payload_retention <= '3650 days'::interval)),
     CONSTRAINT projects_payment_policy_check CHECK ((payment_policy = ANY (ARRAY['on_submit'::text, 'on_acceptance'::text, 'on_review'::text]))),
     CONSTRAINT projects_redundancy_check CHECK (((redundancy >= 1) AND (redundancy <= 5))),
-    CONSTRAINT projects_status_check CHECK ((status = ANY (ARRAY['ingesting'::text, 'active'::text, 'completed'::text, 'canceled'::text])))
+    CONSTRAINT projects_status_check CHECK ((status = ANY (ARRAY['ingesting'::text, 'active'::text, 'completed'::text, 'canceled'::text]))),
+    CONSTRAINT projects_too_fast_policy_check CHECK ((too_fast_policy = ANY (ARRAY['count'::text, 'exclude'::text])))
 );
 
 CREATE TABLE result_changes (
@@ -1783,6 +1984,9 @@ ALTER TABLE ONLY ingest_chunks
 ALTER TABLE ONLY ingest_jobs
     ADD CONSTRAINT ingest_jobs_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY item_releases
+    ADD CONSTRAINT item_releases_pkey PRIMARY KEY (item_id, expert_id);
+
 ALTER TABLE ONLY item_results
     ADD CONSTRAINT item_results_pkey PRIMARY KEY (item_id);
 
@@ -1859,6 +2063,8 @@ CREATE INDEX assignments_expert ON assignments USING btree (expert_id, claimed_a
 
 CREATE UNIQUE INDEX assignments_expert_item ON assignments USING btree (item_id, expert_id) WHERE (status = ANY (ARRAY['active'::text, 'submitted'::text]));
 
+CREATE INDEX assignments_expert_project ON assignments USING btree (expert_id, project_id) WHERE (status = ANY (ARRAY['active'::text, 'submitted'::text]));
+
 CREATE INDEX assignments_expert_review_pending ON assignments USING btree (expert_id) WHERE (review_status = 'submitted'::text);
 
 CREATE UNIQUE INDEX assignments_one_active ON assignments USING btree (expert_id) WHERE (status = 'active'::text);
@@ -1893,11 +2099,17 @@ CREATE INDEX ingest_jobs_due ON ingest_jobs USING btree (next_attempt_at) WHERE 
 
 CREATE INDEX ingest_jobs_project ON ingest_jobs USING btree (project_id, created_at);
 
+CREATE INDEX item_releases_expert_at ON item_releases USING btree (expert_id, released_at);
+
+CREATE INDEX item_releases_project ON item_releases USING btree (project_id) WHERE (reason = 'BAD_ITEM'::text);
+
 CREATE INDEX item_results_resolved ON item_results USING btree (project_id, item_id) WHERE (status = 'resolved'::text);
 
 CREATE INDEX items_payload_key_kept ON items USING btree (payload_key) WHERE ((payload_key IS NOT NULL) AND (payload_deleted_at IS NULL));
 
 CREATE INDEX items_project ON items USING btree (project_id);
+
+CREATE UNIQUE INDEX payouts_bonus_once ON payouts USING btree (project_id, idempotency_key) WHERE (kind = 'bonus'::text);
 
 CREATE INDEX payouts_expert ON payouts USING btree (expert_id, seq);
 
@@ -2018,6 +2230,18 @@ ALTER TABLE ONLY ingest_jobs
 
 ALTER TABLE ONLY ingest_jobs
     ADD CONSTRAINT ingest_jobs_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
+
+ALTER TABLE ONLY item_releases
+    ADD CONSTRAINT item_releases_assignment_id_fkey FOREIGN KEY (assignment_id) REFERENCES assignments(id);
+
+ALTER TABLE ONLY item_releases
+    ADD CONSTRAINT item_releases_expert_id_fkey FOREIGN KEY (expert_id) REFERENCES experts(id);
+
+ALTER TABLE ONLY item_releases
+    ADD CONSTRAINT item_releases_item_id_fkey FOREIGN KEY (item_id) REFERENCES items(id);
+
+ALTER TABLE ONLY item_releases
+    ADD CONSTRAINT item_releases_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
 
 ALTER TABLE ONLY item_results
     ADD CONSTRAINT item_results_item_id_fkey FOREIGN KEY (item_id) REFERENCES items(id);

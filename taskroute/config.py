@@ -107,6 +107,14 @@ class Settings:
     retry_after: int = setting(
         10, "TASKROUTE_RETRY_AFTER", "`Retry-After` seconds on an empty REST claim"
     )
+    releases_per_hour: int = setting(
+        20,
+        "TASKROUTE_RELEASES_PER_HOUR",
+        "claims one expert may give back (skip, can't answer, bad item) in any hour",
+    )
+    bonus_max_cents: int = setting(
+        100_000, "TASKROUTE_BONUS_MAX_CENTS", "largest bonus a customer may grant in one line"
+    )
     max_body_bytes: int = setting(
         32 * 1024 * 1024,
         "TASKROUTE_MAX_BODY_BYTES",

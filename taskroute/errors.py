@@ -104,3 +104,10 @@ class PayloadDeleted(TaskrouteError):
 class TooManySubscriptions(TaskrouteError):
     code = "TOO_MANY_SUBSCRIPTIONS"
     http_status = 429
+
+
+class TooManyReleases(TaskrouteError):
+    """The expert used this hour's releases: `resetsAt` says when the next one is allowed."""
+
+    code = "TOO_MANY_RELEASES"
+    http_status = 429

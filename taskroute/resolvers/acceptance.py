@@ -63,6 +63,8 @@ class Review:
     # set by approve / reject: did this call change the state, and if not, why not
     changed: bool = False
     note: str | None = None
+    # answered sooner than the project's min_seconds_per_task after the claim
+    too_fast: bool = False
 
     @classmethod
     def of(cls, row: asyncpg.Record, changed: bool = False, note: str | None = None) -> Review:
@@ -81,6 +83,7 @@ class Review:
             row["answer"],
             changed,
             note,
+            too_fast=bool(row.get("too_fast", False)),
         )
 
 

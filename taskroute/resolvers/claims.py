@@ -19,6 +19,7 @@ from taskroute.errors import (
     LeaseExpired,
     NotFound,
     ProjectCanceled,
+    TooManyReleases,
 )
 from taskroute.observability import metrics
 from taskroute.realtime import notify
@@ -66,6 +67,10 @@ class Receipt:
     pay_cents: int
     # 'paid' | 'pending_review' | 'pending_resolution' (the project's payment policy)
     pay_status: str = "paid"
+    # a repeated submit: this receipt is the first answer's
+    duplicate: bool = False
+    # a repeated submit whose answer differs from the stored one (which stands)
+    answer_differs: bool = False
 
 
 def _claim_from_row(row: asyncpg.Record, urls: PayloadUrls | None) -> Claim:
@@ -110,6 +115,8 @@ async def claim_next(
     outcome = row["outcome"]
     if outcome == "no_project":
         raise NotFound("no such project")
+    if outcome == "unknown_skill":
+        raise BadInput(f"you do not hold the skill(s): {row['skill']}", field="skills")
     released = row["released"]
     if released:
         # Hints after the commit (the call was its own transaction), by the notifier.
@@ -175,9 +182,65 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
     if outcome == "expired":
         raise LeaseExpired("the lease expired; claim again")
     receipt = Receipt(
-        row["receipt_id"], assignment_id, row["submitted_at"], row["pay_cents"], row["pay_status"]
+        row["receipt_id"],
+        assignment_id,
+        row["submitted_at"],
+        row["pay_cents"],
+        row["pay_status"],
+        duplicate=outcome == "already",
+        answer_differs=bool(row["answer_differs"]),
     )
     if outcome == "stored":
         notify.tasks_opened_committed(_opened(row["opened"]))
         notify.progress_changed(row["project_id"])
     return receipt
+
+
+RELEASE_REASONS = ("SKIP", "CANNOT_ANSWER", "BAD_ITEM")
+
+
+@dataclass(frozen=True)
+class Release:
+    assignment_id: UUID
+    reason: str
+    releases_left: int
+    resets_at: datetime
+
+
+async def release(
+    db: Database, expert_id: UUID, assignment_id: UUID, reason: Any, per_hour: int
+) -> Release:
+    """Gives a live claim back (one round trip: `taskroute_release`, functions/releases.sql):
+    the slot opens at once (an idle expert is woken), no attempt is counted, and this expert
+    is never offered the item again. At most `per_hour` releases per expert per hour."""
+    if reason not in RELEASE_REASONS:
+        raise BadInput(f"reason must be one of {', '.join(RELEASE_REASONS)}", field="reason")
+    row = await db.fetchrow(
+        Q["release_call"], assignment_id, expert_id, reason, per_hour, priority=Priority.PROTECT
+    )
+    assert row is not None
+    outcome = row["outcome"]
+    if outcome == "not_found":
+        raise NotFound("no such assignment")
+    if outcome == "submitted":
+        raise AlreadySubmitted("this assignment was already submitted")
+    if outcome == "expired":
+        raise LeaseExpired("the lease expired; claim again")
+    if outcome == "limited":
+        resets = row["resets_at"]
+        raise TooManyReleases(
+            f"no releases left this hour; the next one is allowed at {resets.isoformat()}",
+            resetsAt=resets.isoformat(),
+        )
+    notify.tasks_opened_committed(_opened(row["opened"]))
+    notify.progress_changed(row["project_id"])
+    return Release(assignment_id, reason, row["releases_left"], row["resets_at"])
+
+
+async def releases_left(
+    db: Database, expert_id: UUID, per_hour: int
+) -> tuple[int, datetime | None]:
+    """This hour's remaining releases, and when the oldest counted one stops counting."""
+    row = await db.fetchrow(Q["releases_left"], expert_id, per_hour)
+    assert row is not None
+    return row["releases_left"], row["resets_at"]

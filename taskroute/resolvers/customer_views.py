@@ -45,3 +45,9 @@ async def projects_page(
 
 async def progress_by_skill(db: Database, project_id: UUID) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.fetch(Q["project_progress_by_skill"], project_id)]
+
+
+async def flagged_items(db: Database, project_id: UUID, first: int) -> list[dict[str, Any]]:
+    """Items experts flagged as bad (k BAD_ITEM releases), newest first, reasons counted."""
+    rows = await db.fetch(Q["project_flagged_items"], project_id, paging.size(first))
+    return [dict(r) for r in rows]

@@ -18,12 +18,13 @@ import asyncpg
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
-from taskroute.errors import AlreadyReversed, BadInput, NotFound
+from taskroute.errors import AlreadyReversed, BadInput, Conflict, NotFound
 from taskroute.resolvers import cursors, paging, projects
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.accounts.credentials import Viewer
 
 REASON_MAX = 1000
+KEY_MAX = 200
 CSV_CHUNK = 1000
 # pending rows in one CSV (undecided work is bounded by auto-approval and resolution)
 PENDING_MAX = 100_000
@@ -127,6 +128,37 @@ async def reverse(db: Database, payout_id: UUID, reason: Any) -> asyncpg.Record:
     if found is None:
         raise NotFound("no such payout")
     raise BadInput("only a payment line can be reversed, not a reversal", field="payoutId")
+
+
+async def grant_bonus(
+    db: Database,
+    viewer: Viewer,
+    project_id: UUID,
+    expert_id: UUID,
+    amount_cents: Any,
+    reason: Any,
+    key: Any,
+    max_cents: int,
+) -> asyncpg.Record:
+    """A customer's bonus to an expert who submitted work in their project: one ledger line
+    per (project, idempotency key), however often or concurrently it is asked for. The same
+    key with another expert, amount or reason is a CONFLICT; an expert who never worked on
+    the project is NOT_FOUND (as every refusal that would tell who exists)."""
+    viewer.require_write()
+    amount = v.integer(amount_cents, "amountCents", 1, max_cents)
+    reason = v.text(reason, "reason", REASON_MAX)
+    key = v.text(key, "idempotencyKey", KEY_MAX)
+    await projects.get_project(db, project_id, viewer.customer_scope())
+    async with db.transaction() as conn:
+        row = await conn.fetchrow(Q["bonus_insert"], project_id, expert_id, amount, reason, key)
+    if row is not None:
+        return row
+    found = await db.fetchrow(Q["bonus_get"], project_id, key)
+    if found is None:
+        raise NotFound("no such expert in this project")
+    if (found["expert_id"], found["amount_cents"], found["reason"]) != (expert_id, amount, reason):
+        raise Conflict("this idempotency key was used for another bonus", idempotencyKey=key)
+    return found
 
 
 def _cell(value: Any) -> Any:

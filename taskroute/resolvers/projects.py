@@ -127,6 +127,10 @@ async def insert_project(
         spec.override_seconds,
         spec.pay_adjudicated_disagreements,
         spec.payload_retention_seconds,
+        spec.flag_after_bad_item_releases,
+        spec.max_items_per_expert,
+        spec.min_seconds_per_task,
+        spec.too_fast_policy,
     )
     assert project is not None
     return project

@@ -57,6 +57,10 @@ class ProjectSpec:
     auto_approve_seconds: int = 259200
     override_seconds: int = 2592000
     pay_adjudicated_disagreements: bool = True
+    flag_after_bad_item_releases: int = 2
+    max_items_per_expert: int | None = None
+    min_seconds_per_task: int | None = None
+    too_fast_policy: str = "count"
     # payloads are deleted this long after the project ended (canceled)
     payload_retention_seconds: int = 30 * 86400
 
@@ -81,6 +85,10 @@ def integer(value: Any, where: str, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise BadInput(f"{where} must be between {lo} and {hi}", field=where)
     return value
+
+
+def optional_integer(value: Any, where: str, lo: int, hi: int) -> int | None:
+    return None if value is None else integer(value, where, lo, hi)
 
 
 def number(value: Any, where: str, lo: float, hi: float) -> float:
@@ -276,6 +284,10 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         "override_seconds",
         "pay_adjudicated_disagreements",
         "payload_retention_seconds",
+        "flag_after_bad_item_releases",
+        "max_items_per_expert",
+        "min_seconds_per_task",
+        "too_fast_policy",
     }
     unknown = set(raw) - allowed
     if unknown:
@@ -308,6 +320,18 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         ),
         pay_adjudicated_disagreements=boolean(
             raw.get("pay_adjudicated_disagreements", True), "pay_adjudicated_disagreements"
+        ),
+        flag_after_bad_item_releases=integer(
+            raw.get("flag_after_bad_item_releases", 2), "flag_after_bad_item_releases", 1, 100
+        ),
+        max_items_per_expert=optional_integer(
+            raw.get("max_items_per_expert"), "max_items_per_expert", 1, 10_000_000
+        ),
+        min_seconds_per_task=optional_integer(
+            raw.get("min_seconds_per_task"), "min_seconds_per_task", 1, 86400
+        ),
+        too_fast_policy=choice(
+            raw.get("too_fast_policy", "count"), "too_fast_policy", ("count", "exclude")
         ),
         payload_retention_seconds=integer(
             raw.get("payload_retention_seconds", 30 * 86400),

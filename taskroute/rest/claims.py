@@ -39,6 +39,8 @@ def _receipt_json(r: claims.Receipt) -> dict[str, Any]:
         "submitted_at": r.submitted_at.isoformat(),
         "pay_cents": r.pay_cents,
         "pay_status": r.pay_status,
+        "duplicate": r.duplicate,
+        "answer_differs": r.answer_differs,
     }
 
 
@@ -80,8 +82,27 @@ async def submit(request: Request) -> Response:
     return JSONResponse(_receipt_json(receipt))
 
 
+async def release(request: Request) -> Response:
+    expert_id = (await viewer(request)).require_expert()
+    assignment_id = parse_id(request.path_params["id"], "assignment")
+    body = await json_object(request, {"reason"}, required={"reason"})
+    s = services(request)
+    r = await claims.release(
+        s.db, expert_id, assignment_id, body["reason"], s.settings.releases_per_hour
+    )
+    return JSONResponse(
+        {
+            "assignment_id": str(r.assignment_id),
+            "reason": r.reason,
+            "releases_left": r.releases_left,
+            "resets_at": r.resets_at.isoformat(),
+        }
+    )
+
+
 routes = [
     api_route("/v1/tasks/next", next_task, methods=["POST"]),
     api_route("/v1/assignments/{id}/heartbeat", heartbeat, methods=["POST"]),
     api_route("/v1/assignments/{id}/submit", submit, methods=["POST"]),
+    api_route("/v1/assignments/{id}/release", release, methods=["POST"]),
 ]

@@ -60,6 +60,7 @@ def _review_json(r: acceptance.Review) -> dict[str, Any]:
         "override_until": at(r.override_until),
         "changed": r.changed,
         "note": r.note,
+        "too_fast": r.too_fast,
     }
 
 
@@ -94,9 +95,45 @@ async def review(request: Request) -> Response:
     return JSONResponse(_review_json(found))
 
 
+async def grant_bonus(request: Request) -> Response:
+    who = await viewer(request)
+    body = await json_object(
+        request,
+        {"expert_id", "amount_cents", "reason", "idempotency_key"},
+        required={"expert_id", "amount_cents", "reason", "idempotency_key"},
+    )
+    raw_expert = body["expert_id"]
+    if not isinstance(raw_expert, str):
+        raise BadInput("expert_id must be a string", field="expert_id")
+    s = services(request)
+    row = await ledger.grant_bonus(
+        s.db,
+        who,
+        parse_id(request.path_params["id"], "project"),
+        parse_id(raw_expert, "expert"),
+        body["amount_cents"],
+        body["reason"],
+        body["idempotency_key"],
+        s.settings.bonus_max_cents,
+    )
+    return JSONResponse(
+        {
+            "id": str(row["id"]),
+            "kind": row["kind"],
+            "expert_id": str(row["expert_id"]),
+            "project_id": str(row["project_id"]),
+            "amount_cents": row["amount_cents"],
+            "reason": row["reason"],
+            "idempotency_key": row["idempotency_key"],
+            "created_at": row["created_at"].isoformat(),
+        }
+    )
+
+
 routes = [
     api_route("/v1/payouts.csv", payouts_csv, methods=["GET"], query=("project_id", "expert_id")),
     api_route("/v1/assignments/approve", approve, methods=["POST"]),
     api_route("/v1/assignments/reject", reject, methods=["POST"]),
     api_route("/v1/assignments/{id}/review", review, methods=["GET"]),
+    api_route("/v1/projects/{id}/bonuses", grant_bonus, methods=["POST"]),
 ]

@@ -56,6 +56,11 @@ async def get_project(request: Request) -> Response:
             "auto_approve_seconds": row["auto_approve_seconds"],
             "override_seconds": row["override_seconds"],
             "pay_adjudicated_disagreements": row["pay_adjudicated_disagreements"],
+            # releases, caps and guards (docs/quality-and-payment.md)
+            "flag_after_bad_item_releases": row["flag_after_bad_item_releases"],
+            "max_items_per_expert": row["max_items_per_expert"],
+            "min_seconds_per_task": row["min_seconds_per_task"],
+            "too_fast_policy": row["too_fast_policy"],
             # how long payloads outlive the project, and whether they are gone
             "payload_retention_seconds": int(row["payload_retention"].total_seconds()),
             "payloads_deleted_at": (

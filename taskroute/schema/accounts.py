@@ -20,6 +20,7 @@ from starlette.websockets import WebSocket, WebSocketState
 from strawberry.relay import PageInfo
 from strawberry.types import ExecutionContext
 
+from taskroute.resolvers import claims
 from taskroute.resolvers.accounts import rules as accounts
 from taskroute.resolvers.accounts.credentials import (
     Viewer,
@@ -121,6 +122,25 @@ class Expert:
                 db, expert_id, settings.expert_quality_period, settings.expert_quality_min_gold
             )
         return [AccountSkill.of(r) for r in rows]
+
+    @strawberry.field(
+        description="Releases (skip, can't answer, bad item) this expert may still make in the"
+        " current hour (TASKROUTE_RELEASES_PER_HOUR)."
+    )
+    async def releases_left(self, info: Info) -> int:
+        left, _ = await claims.releases_left(
+            info.context.db, parse_id(self.id), info.context.settings.releases_per_hour
+        )
+        return left
+
+    @strawberry.field(
+        description="When the oldest release counted in the hour stops counting (null: none)."
+    )
+    async def releases_reset_at(self, info: Info) -> datetime | None:
+        _, at = await claims.releases_left(
+            info.context.db, parse_id(self.id), info.context.settings.releases_per_hour
+        )
+        return at
 
     @strawberry.field(description="The live claim, if any.")
     async def current_claim(self, info: Info) -> CurrentClaim | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from enum import Enum
+
 import strawberry
 from strawberry.scalars import JSON
 
@@ -13,6 +16,24 @@ from .context import Context
 from .types import Claim, Lease, Receipt
 
 Info = strawberry.Info[Context, None]
+
+
+@strawberry.enum(description="Why an expert gives a claim back.")
+class ReleaseReason(Enum):
+    SKIP = "SKIP"
+    CANNOT_ANSWER = "CANNOT_ANSWER"
+    BAD_ITEM = "BAD_ITEM"
+
+
+@strawberry.type
+class Release:
+    assignment_id: strawberry.ID
+    reason: ReleaseReason
+    releases_left: int = strawberry.field(description="releases left in the current hour")
+    resets_at: datetime = strawberry.field(
+        description="when the oldest release counted in the hour stops counting"
+    )
+
 
 # The mutations that claim new work (`claims.claim_next`, admitted last and shed first): the
 # server answers a request of only these from the admission gate alone when it would refuse.
@@ -54,3 +75,26 @@ class ClaimsMutation:
             info.context.db, expert_id, parse_id(assignment_id, "assignment"), answer
         )
         return Receipt.of(receipt)
+
+    @strawberry.mutation(
+        description="Give the live claim back: the task is open again at once for others, no"
+        " attempt is counted, and this item is never offered to you again. BAD_ITEM from"
+        " several experts flags the item. Bounded per hour (TOO_MANY_RELEASES, resetsAt)."
+    )
+    async def release_assignment(
+        self, info: Info, assignment_id: strawberry.ID, reason: ReleaseReason
+    ) -> Release:
+        expert_id = (await info.context.viewer()).require_expert()
+        r = await claims.release(
+            info.context.db,
+            expert_id,
+            parse_id(assignment_id, "assignment"),
+            reason.value,
+            info.context.settings.releases_per_hour,
+        )
+        return Release(
+            assignment_id=strawberry.ID(str(r.assignment_id)),
+            reason=ReleaseReason(r.reason),
+            releases_left=r.releases_left,
+            resets_at=r.resets_at,
+        )

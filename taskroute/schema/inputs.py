@@ -79,6 +79,27 @@ class CreateProjectInput:
         description="on_acceptance: pay answers that disagree with an adjudicated result"
         " (default true).",
     )
+    flag_after_bad_item_releases: int | None = strawberry.field(
+        default=None,
+        description="An item released as BAD_ITEM by this many experts leaves the pool as"
+        " flagged (default 2, 1-100).",
+    )
+    max_items_per_expert: int | None = strawberry.field(
+        default=None,
+        description="No expert answers (or holds) more than this many of the project's items"
+        " (default: no cap).",
+    )
+    min_seconds_per_task: int | None = strawberry.field(
+        default=None,
+        description="An answer submitted sooner than this after its claim is stored and"
+        " flagged tooFast (default: no minimum; 1-86400).",
+    )
+    too_fast_policy: str | None = strawberry.field(
+        default=None,
+        description="'count' (default): a tooFast answer counts like any other; 'exclude':"
+        " it is never paid automatically (it waits for the customer's review) and a tooFast"
+        " gold answer is scored as wrong.",
+    )
     payload_retention_seconds: int | None = strawberry.field(
         default=None,
         description="Payloads are deleted from the store this long after the project ends"

@@ -28,7 +28,7 @@ def _id(value: Any) -> strawberry.ID | None:
 class Payout:
     id: strawberry.ID
     seq: int
-    kind: str = strawberry.field(description="'payment' or 'reversal'")
+    kind: str = strawberry.field(description="'payment', 'reversal' or 'bonus'")
     amount_cents: int = strawberry.field(description="negative on a reversal line")
     expert_id: strawberry.ID
     project_id: strawberry.ID
@@ -125,6 +125,9 @@ class AssignmentReview:
     )
     changed: bool = strawberry.field(description="approve/reject: this call changed the state")
     note: str | None = strawberry.field(description="approve/reject: why nothing changed")
+    too_fast: bool = strawberry.field(
+        description="submitted sooner than the project's minSecondsPerTask after the claim"
+    )
 
     @classmethod
     def of(cls, r: acceptance.Review) -> AssignmentReview:
@@ -142,6 +145,7 @@ class AssignmentReview:
             override_until=r.override_until,
             changed=r.changed,
             note=r.note,
+            too_fast=r.too_fast,
         )
 
 
@@ -279,6 +283,31 @@ class LedgerMutation:
             info.context.db, await info.context.viewer(), _assignment_ids(assignment_ids), reason
         )
         return [AssignmentReview.of(r) for r in reviews]
+
+    @strawberry.mutation(
+        description="Customers: grant a bonus to an expert who submitted work in the project:"
+        " one ledger line per idempotency key (a repeat returns it)."
+    )
+    async def grant_bonus(
+        self,
+        info: Info,
+        project_id: strawberry.ID,
+        expert_id: strawberry.ID,
+        amount_cents: int,
+        reason: str,
+        idempotency_key: str,
+    ) -> Payout:
+        row = await ledger.grant_bonus(
+            info.context.db,
+            await info.context.viewer(),
+            parse_id(project_id, "project"),
+            parse_id(expert_id, "expert"),
+            amount_cents,
+            reason,
+            idempotency_key,
+            info.context.settings.bonus_max_cents,
+        )
+        return Payout.of(row)
 
     @strawberry.mutation(
         description="Admin: write a reversal line for a payment (once; never edits the ledger)."

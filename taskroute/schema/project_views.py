@@ -21,6 +21,7 @@ from typing import Any
 
 import strawberry
 from strawberry.relay import PageInfo
+from strawberry.scalars import JSON
 
 from taskroute.resolvers import alerts as alert_domain
 from taskroute.resolvers import customer_views
@@ -290,3 +291,28 @@ async def _next_change(watch: Any, timeout: float, counts: Any) -> Any:
         return await asyncio.wait_for(watch.next(), timeout)
     except TimeoutError:
         return counts
+
+
+@strawberry.type(description="An item that left the pool: experts released it as BAD_ITEM.")
+class FlaggedItem:
+    item_id: strawberry.ID
+    external_id: str | None
+    flagged_at: datetime
+    reasons: JSON = strawberry.field(
+        description='the experts\' release reasons, counted: {"BAD_ITEM": 2, "SKIP": 1}'
+    )
+
+
+async def project_flagged_items(
+    root: strawberry.Parent[Any], info: Info, first: int = 100
+) -> list[FlaggedItem]:
+    rows = await customer_views.flagged_items(info.context.db, parse_id(root.id), first)
+    return [
+        FlaggedItem(
+            item_id=strawberry.ID(str(r["item_id"])),
+            external_id=r["external_id"],
+            flagged_at=r["flagged_at"],
+            reasons=JSON(r["reasons"] or {}),
+        )
+        for r in rows
+    ]

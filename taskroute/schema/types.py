@@ -105,6 +105,14 @@ class Receipt:
         description="What happens to the pay: 'paid' (on_submit), 'pending_review'"
         " (on_review), 'pending_resolution' (on_acceptance)."
     )
+    duplicate: bool = strawberry.field(
+        default=False, description="a repeated submit: this is the first answer's receipt"
+    )
+    answer_differs: bool = strawberry.field(
+        default=False,
+        description="a repeated submit whose answer differs from the stored one: the first"
+        " answer stands, this one was not stored",
+    )
 
     @classmethod
     def of(cls, r: claims.Receipt) -> Receipt:
@@ -114,6 +122,8 @@ class Receipt:
             submitted_at=r.submitted_at,
             pay_cents=r.pay_cents,
             pay_status=r.pay_status,
+            duplicate=r.duplicate,
+            answer_differs=r.answer_differs,
         )
 
 
@@ -163,6 +173,19 @@ class Project:
     auto_approve_seconds: int
     override_seconds: int
     pay_adjudicated_disagreements: bool
+    flag_after_bad_item_releases: int = strawberry.field(
+        description="BAD_ITEM releases by this many experts flag an item"
+    )
+    max_items_per_expert: int | None = strawberry.field(
+        description="no expert answers more of the project's items (null: any)"
+    )
+    min_seconds_per_task: int | None = strawberry.field(
+        description="answers sooner than this after the claim are flagged tooFast (null: none)",
+    )
+    too_fast_policy: str = strawberry.field(
+        description="'count': a tooFast answer counts like any; 'exclude': never paid"
+        " automatically (waits for review) and scored as wrong on gold",
+    )
     payload_retention_seconds: int = strawberry.field(
         description="Payloads are deleted this long after the project ends (docs/operations.md)."
     )
@@ -191,6 +214,10 @@ class Project:
             auto_approve_seconds=row["auto_approve_seconds"],
             override_seconds=row["override_seconds"],
             pay_adjudicated_disagreements=row["pay_adjudicated_disagreements"],
+            flag_after_bad_item_releases=row["flag_after_bad_item_releases"],
+            max_items_per_expert=row["max_items_per_expert"],
+            min_seconds_per_task=row["min_seconds_per_task"],
+            too_fast_policy=row["too_fast_policy"],
             payload_retention_seconds=int(row["payload_retention"].total_seconds()),
             payloads_deleted_at=row["payloads_purged_at"],
         )
@@ -203,6 +230,11 @@ class Project:
     # customer views, forecast, alerts: resolvers live in project_views.py
     progress_by_skill: list[project_views.SkillProgress] = strawberry.field(
         resolver=project_views.project_progress_by_skill
+    )
+    flagged_items: list[project_views.FlaggedItem] = strawberry.field(
+        resolver=project_views.project_flagged_items,
+        description="Items experts released as BAD_ITEM (flagAfterBadItemReleases of them):"
+        " out of the pool, with the release reasons. Newest first, at most `first`.",
     )
     forecast: project_views.Forecast = strawberry.field(resolver=project_views.project_forecast)
     alert_history: project_views.AlertConnection = strawberry.field(

@@ -139,8 +139,8 @@ async def build(db: asyncpg.Connection, case: Case, customer: uuid.UUID, hold: A
         case.capabilities,
     )
     await db.execute(
-        "INSERT INTO expert_skills (expert_id, skill, quality, status) VALUES"
-        " ($1, $2, $3, $4), ($1, $5, 1.0, 'active')",
+        "INSERT INTO expert_skills (expert_id, skill, quality, status, starting_quality)"
+        " VALUES ($1, $2, $3, $4, $3), ($1, $5, 1.0, 'active', 1.0)",
         expert,
         "unrelated" if case.other_skill else skill,
         case.quality,

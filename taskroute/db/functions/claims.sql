@@ -13,7 +13,8 @@
 -- new claim, the expert's own expired leases go back to the pool (they would block it: one
 -- live claim per expert). Every payload handed out, again or for the first time, is audited.
 -- outcome: 'claimed' | 'held' | 'none' (nothing for you) | 'inactive' (expert disabled)
---          | 'no_project' (the scope names no project).
+--          | 'no_project' (the scope names no project) | 'unknown_skill' (`skill` names the
+--          named skills the expert does not hold).
 -- released: the leases returned to the pool, [{skill, project_id, status, min_quality}].
 CREATE OR REPLACE FUNCTION taskroute_claim(
     p_expert uuid, p_skills text[], p_project uuid, p_gold_draw float8
@@ -46,6 +47,16 @@ BEGIN
         outcome := 'inactive';
         RETURN NEXT;
         RETURN;
+    END IF;
+    -- Named skills the expert does not hold (paused ones are held) are a caller's mistake,
+    -- not "no work": reported in `skill`, comma-separated.
+    IF p_skills IS NOT NULL THEN
+        {{ skills_not_held(p_expert, p_skills) }} INTO skill;
+        IF skill IS NOT NULL THEN
+            outcome := 'unknown_skill';
+            RETURN NEXT;
+            RETURN;
+        END IF;
     END IF;
     {{ assignment_active_for_expert(p_expert) }} INTO v_claim;
     IF FOUND THEN
@@ -129,15 +140,19 @@ $fn$;
 -- onboarding count moves, and then either the gold answer is scored (and the expert maybe
 -- paused) or the item's result is recomputed (agreement, adjudication, change feed) and the
 -- project completed if that was its last work (functions/projects.sql).
--- outcome: 'stored' | 'already' (a repeated submit: the first receipt) | 'not_found'
+-- outcome: 'stored' | 'already' (a repeated submit: the first receipt; answer_differs when
+--          its answer is not the stored one, which stands) | 'not_found'
 --          | 'expired' (the lease ended or was taken over).
+-- An answer given sooner than the project's min_seconds_per_task after the claim (database
+-- clock) is stored with too_fast; under too_fast_policy 'exclude' it is not paid at submit nor
+-- auto-approved (it waits for the customer's review) and, on gold, scored as wrong.
 -- opened: tasks this submit opened ([{skill, project_id, min_quality}]) for wake-up hints.
 -- pay_status: what the project's payment policy will do ('paid' | 'pending_review' |
 -- 'pending_resolution'); the same for gold and real work, so it tells nothing about gold.
 CREATE OR REPLACE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb)
 RETURNS TABLE (
     outcome text, receipt_id uuid, submitted_at timestamptz, pay_cents integer,
-    project_id uuid, opened jsonb, pay_status text
+    project_id uuid, opened jsonb, pay_status text, answer_differs boolean
 )
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -149,8 +164,11 @@ DECLARE
     v_ctx record;
     v_pay record;
     v_correct boolean;
+    v_fast boolean;
+    v_excluded boolean;
 BEGIN
     opened := '[]';
+    answer_differs := false;
     {{ assignment_get(p_assignment) }} INTO v_found;
     IF NOT FOUND OR v_found.expert_id <> p_expert THEN
         outcome := 'not_found';
@@ -166,6 +184,7 @@ BEGIN
     -- A repeated submit (or a racing one that got here first): the first receipt.
     IF v_current.status = 'submitted' THEN
         outcome := 'already';
+        answer_differs := v_current.answer IS DISTINCT FROM p_answer;
         receipt_id := v_current.receipt_id;
         submitted_at := v_current.submitted_at;
         pay_cents := v_current.pay_cents;
@@ -178,7 +197,15 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents, v_pay.payment_policy) }} INTO v_stored;
+    v_fast := v_found.min_seconds_per_task IS NOT NULL AND taskroute_now()
+              < v_current.claimed_at + make_interval(secs => v_found.min_seconds_per_task);
+    v_excluded := v_fast AND v_found.too_fast_policy = 'exclude';
+    IF v_excluded THEN
+        -- left for the customer's review: never paid at submit, never auto-approved
+        v_pay.payment_policy := 'on_review';
+        pay_status := 'pending_review';
+    END IF;
+    {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents, v_pay.payment_policy, v_fast) }} INTO v_stored;
     {{ task_done(v_found.task_id, p_assignment) }};
     -- Paid at submit only under on_submit; otherwise the acceptance pays (queries/ledger.sql).
     IF v_pay.payment_policy = 'on_submit' THEN
@@ -188,7 +215,8 @@ BEGIN
     {{ quality_submit_context(v_found.task_id) }} INTO v_ctx;
     {{ expert_skill_task_done(p_expert, v_ctx.skill) }};
     IF v_ctx.kind = 'gold' THEN
-        v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field);
+        v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field)
+                     AND NOT v_excluded;
         -- on_acceptance: decided (and paid if correct) when real work would be
         PERFORM taskroute_gold_submitted(p_assignment);
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);

@@ -194,7 +194,8 @@ SELECT id, skill, project_id, status, min_quality FROM released;
 -- name: assignment_get
 -- $1 assignment_id.
 SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
-       p.pay_cents AS project_pay_cents, p.status AS project_status
+       p.pay_cents AS project_pay_cents, p.status AS project_status,
+       p.min_seconds_per_task, p.too_fast_policy
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = $1;
 
@@ -284,14 +285,15 @@ SELECT status, assignment_id, lease_until FROM tasks WHERE id = $1 FOR UPDATE;
 SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = $1 FOR UPDATE;
 
 -- name: assignment_submit
--- $1 assignment_id, $2 answer, $3 pay_cents, $4 payment_policy. Stores the answer and the
+-- $1 assignment_id, $2 answer, $3 pay_cents, $4 payment_policy, $5 too_fast (answered
+-- sooner than the project's min_seconds_per_task after the claim). Stores the answer and the
 -- receipt, and opens the review: accepted at once under on_submit (the payment line follows
 -- in the same transaction), else undecided (queries/ledger.sql decides it later). The caller
 -- holds the row locked and checked it is live (assignment_lock), so it is named by primary
 -- key alone: no status literal for a partial index (assignments_one_active) to match.
 UPDATE assignments
 SET status = 'submitted', answer = $2, submitted_at = taskroute_now(), receipt_id = gen_random_uuid(),
-    pay_cents = $3,
+    pay_cents = $3, too_fast = $5,
     review_status = CASE WHEN $4::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
     reviewed_at = CASE WHEN $4::text = 'on_submit' THEN taskroute_now() END,
     reviewed_by = CASE WHEN $4::text = 'on_submit' THEN 'policy' END
@@ -357,3 +359,10 @@ FROM s
 LEFT JOIN LATERAL (
     SELECT * FROM taskroute_submit($1, $2, $3) WHERE s.answer_schema IS NULL OFFSET 0
 ) AS r ON true;
+
+-- name: skills_not_held
+-- $1 expert_id, $2 skills a claim names. Those the expert does not hold (active or paused),
+-- comma-separated; NULL when they hold them all. One primary-key probe per named skill.
+SELECT string_agg(n.skill, ', ' ORDER BY n.skill)
+FROM unnest($2::text[]) AS n(skill)
+WHERE NOT EXISTS (SELECT 1 FROM expert_skills es WHERE es.expert_id = $1 AND es.skill = n.skill);

@@ -18,8 +18,9 @@ WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
 -- fragment: task_eligible
 -- $1 alias of the task row, $2 alias of an eligible_skills row, $3 expert_id.
 -- The task is of that skill, asks no more quality than the expert has in it and no capability
--- tag the expert lacks, belongs to an active project (not ingesting, not canceled), and is
--- not an item the expert already holds or answered (redundancy needs independent experts).
+-- tag the expert lacks, belongs to an active project (not ingesting, not canceled) whose
+-- max_items_per_expert (if any) the expert has not reached, and is not an item the expert
+-- already holds, answered (redundancy needs independent experts) or released (item_releases).
 -- The caller states which rows it probes (status, and scope via task_in_scope): that picks
 -- the partial index. The project check is EXISTS: a scalar subquery compared with 'active'
 -- gets the planner's default selectivity (0.5%), which made it sort every open task of the
@@ -27,12 +28,23 @@ WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
 -- OFFSET 0 keeps it a per-row check: pulled up into a semi-join, the planner walked every
 -- active project's tasks instead of probing the skill's index
 -- (tests/db/test_claim_and_heartbeat_probe_indexes.py).
+-- The cap reads at most max_items_per_expert entries of assignments_expert_project, only in a
+-- capped project; the claim holds the expert's row lock, so one expert's claims cannot race it.
+-- The release check is one primary-key probe of item_releases.
 $1.skill = $2.skill AND $1.min_quality <= $2.quality
 AND ($1.required_caps = '{}' OR $1.required_caps <@ $2.capabilities)
-AND EXISTS (SELECT 1 FROM projects p WHERE p.id = $1.project_id AND p.status = 'active' OFFSET 0)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = $1.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = $3 AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
 AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = $1.item_id AND a.expert_id = $3
                   AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = $1.item_id AND r.expert_id = $3)
 
 -- fragment: task_in_scope
 -- $1 alias of the task row, $2 project_id the claim is scoped to (uuid; NULL: any project).

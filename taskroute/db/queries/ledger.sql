@@ -159,6 +159,10 @@ WITH locked AS (
     SELECT a.id FROM assignments a JOIN tasks t ON t.id = a.task_id
     WHERE a.item_id = $1 AND a.review_status = 'submitted' AND a.retracted_at IS NULL
       AND t.kind IN ('normal', 'adjudication')
+      -- a too-fast answer under too_fast_policy 'exclude' waits for the customer
+      AND NOT (a.too_fast AND EXISTS (SELECT 1 FROM projects p
+                                      WHERE p.id = a.project_id
+                                        AND p.too_fast_policy = 'exclude'))
     ORDER BY a.id FOR UPDATE OF a SKIP LOCKED
 ),
 v AS (
@@ -336,6 +340,8 @@ WITH due AS (
     JOIN project_quality q ON q.project_id = a.project_id
     WHERE a.review_status = 'submitted' AND p.payment_policy = 'on_review'
       AND a.submitted_at + make_interval(secs => p.auto_approve_seconds) <= taskroute_now()
+      -- a too-fast answer under too_fast_policy 'exclude' waits for the customer
+      AND NOT (a.too_fast AND p.too_fast_policy = 'exclude')
     ORDER BY a.submitted_at
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -372,7 +378,7 @@ WHERE id = ANY ($1::uuid[])
 -- $1 assignment ids. Review state with what authorises reading it (expert, customer).
 SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
        a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
-       t.kind AS task_kind, a.answer,
+       t.kind AS task_kind, a.answer, a.too_fast,
        CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
             THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
            AS override_until
@@ -386,7 +392,7 @@ WHERE a.id = ANY ($1::uuid[]);
 -- rows. A customer's review list: submitted work of a project, oldest first, never gold.
 SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
        a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
-       t.kind AS task_kind, a.answer,
+       t.kind AS task_kind, a.answer, a.too_fast,
        CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
             THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
            AS override_until
@@ -398,3 +404,20 @@ WHERE a.project_id = $1 AND a.review_status IS NOT NULL AND t.kind <> 'gold'
   AND (a.submitted_at, a.id) > ($3::timestamptz, $4::uuid)
 ORDER BY a.submitted_at, a.id
 LIMIT $5;
+
+-- name: bonus_insert
+-- $1 project_id, $2 expert_id, $3 amount_cents, $4 reason, $5 idempotency key. A bonus line,
+-- only for an expert who submitted work in the project (assignments_expert_project), once per
+-- (project, key): a repeated or racing grant with the key writes nothing (payouts_bonus_once;
+-- the racer waits for the first insert's outcome) and the caller reads the line (bonus_get).
+INSERT INTO payouts (expert_id, project_id, amount_cents, kind, reason, idempotency_key)
+SELECT $2, $1, $3, 'bonus', $4, $5
+WHERE EXISTS (SELECT 1 FROM assignments a
+              WHERE a.expert_id = $2 AND a.project_id = $1 AND a.status = 'submitted')
+ON CONFLICT (project_id, idempotency_key) WHERE kind = 'bonus' DO NOTHING
+RETURNING *, NULL::uuid AS reversed_by;
+
+-- name: bonus_get
+-- $1 project_id, $2 idempotency key.
+SELECT *, NULL::uuid AS reversed_by FROM payouts
+WHERE project_id = $1 AND kind = 'bonus' AND idempotency_key = $2;
