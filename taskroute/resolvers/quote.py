@@ -51,7 +51,6 @@ class Quote:
     by_skill: list[SkillQuote]
     expected_gold_answers: float
     expected_adjudications: float
-    adjudication_rate: float
     pay_cents: int
     base_cost_cents: int
     gold_cost_cents: int
@@ -102,7 +101,6 @@ async def quote(db: Database, settings: Settings, customer_id: UUID, spec: Proje
         ],
         expected_gold_answers=gold_answers,
         expected_adjudications=adjudications,
-        adjudication_rate=float(rate) if adjudicates else 0.0,
         pay_cents=spec.pay_cents,
         base_cost_cents=base,
         gold_cost_cents=gold_cost,
