@@ -129,7 +129,7 @@ async def main() -> None:
             srv = ServeProcess(url, Path(tmp) / "serve.log")
             await srv.astart()
             async with httpx.AsyncClient(base_url=srv.url, timeout=60) as http:
-                gql = "mutation { createCustomer(name: \"bench\") { token } }"
+                gql = 'mutation { createCustomer(name: "bench") { token } }'
                 r = await http.post("/graphql", json={"query": gql},
                                     headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
                 token = r.json()["data"]["createCustomer"]["token"]
