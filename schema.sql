@@ -1139,8 +1139,13 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
     confidence = EXCLUDED.confidence, updated_at = taskroute_now();
     IF v_change IS NOT NULL THEN
         -- No lock: the feed is read up to a horizon (queries/quality.sql result_feed_horizon).
-        INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement)
-VALUES (st.project_id, p_item, v_version, v_change, v_answer, v_agreement);
+        INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement, method,
+                            confidence, answers)
+VALUES (st.project_id, p_item, v_version, v_change, v_answer, v_agreement, v_method, v_confidence, (SELECT coalesce(jsonb_agg(jsonb_build_object(
+           'expert_id', a.expert_id, 'answer', a.answer, 'kind', t.kind,
+           'retracted', a.retracted_at IS NOT NULL) ORDER BY a.submitted_at, a.id), '[]')
+FROM assignments a JOIN tasks t ON t.id = a.task_id
+WHERE a.item_id = p_item AND a.status = 'submitted' AND t.kind IN ('normal', 'adjudication')));
     END IF;
 
     -- Payment policy on_acceptance: a resolved item decides its undecided answers
@@ -1813,6 +1818,9 @@ CREATE TABLE result_changes (
     agreement real,
     at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
     xact xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    method text,
+    confidence real,
+    answers jsonb,
     CONSTRAINT result_changes_change_check CHECK ((change = ANY (ARRAY['resolved'::text, 're-resolved'::text, 'retracted'::text])))
 );
 
@@ -2122,6 +2130,8 @@ CREATE INDEX project_priority_events_project ON project_priority_events USING bt
 CREATE INDEX projects_customer ON projects USING btree (customer_id, created_at DESC);
 
 CREATE INDEX result_changes_feed ON result_changes USING btree (project_id, xact, seq);
+
+CREATE INDEX result_changes_item ON result_changes USING btree (project_id, item_id, version DESC);
 
 CREATE INDEX result_changes_project ON result_changes USING btree (project_id, seq);
 

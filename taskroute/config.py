@@ -318,6 +318,12 @@ class Settings:
         "TASKROUTE_PAYLOAD_URL_TTL",
         "seconds a payload URL lives (it also dies with the lease)",
     )
+    export_link_ttl: int = setting(
+        7 * 86400,
+        "TASKROUTE_EXPORT_LINK_TTL",
+        "seconds the payload links in an export live (`/v1/items/{id}/payload`, for the"
+        " customer's token; payloads kept inline in the item are exported inline instead)",
+    )
     retention_interval: float = setting(
         60.0,
         "TASKROUTE_RETENTION_INTERVAL",

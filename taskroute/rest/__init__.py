@@ -2,7 +2,17 @@
 
 from starlette.routing import BaseRoute
 
-from . import batches, claims, dashboard, ledger, projects, quality, realtime, workbench
+from . import (
+    batches,
+    claims,
+    dashboard,
+    exports,
+    ledger,
+    projects,
+    quality,
+    realtime,
+    workbench,
+)
 from .common import error_response
 
 routes: list[BaseRoute] = [
@@ -10,6 +20,7 @@ routes: list[BaseRoute] = [
     *projects.routes,
     *batches.routes,
     *quality.routes,
+    *exports.routes,
     *ledger.routes,
     *dashboard.routes,
     *workbench.routes,

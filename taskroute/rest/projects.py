@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from taskroute.resolvers import batches, ingest, projects
+from taskroute.errors import BadInput
+from taskroute.resolvers import batches, ingest, projects, quote
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.accounts.credentials import parse_id
 
@@ -17,9 +20,16 @@ from .common import api_route, json_body, services, viewer
 async def create_project(request: Request) -> Response:
     customer_id = (await viewer(request)).require_customer()
     s = services(request)
+    dry_run = request.query_params.get("dry_run", "false")
+    if dry_run not in ("true", "false"):
+        raise BadInput("dry_run must be true or false", field="dry_run")
     spec = v.project_spec(
         await json_body(request), s.settings.max_tasks_per_request, s.settings.max_payload_bytes
     )
+    if dry_run == "true":  # the same checks, then a quote instead of a project
+        return JSONResponse(
+            {"quote": _quote_json(await quote.quote(s.db, s.settings, customer_id, spec))}
+        )
     created = await batches.create_project(s, customer_id, spec)
     project_id = str(created.project["id"])
     body = {
@@ -74,7 +84,20 @@ def _iso(t: datetime | None) -> str | None:
     return t.isoformat() if t else None
 
 
+def _quote_json(q: quote.Quote) -> dict[str, Any]:
+    """GraphQL's Quote in snake_case (docs/api.md)."""
+    body = dataclasses.asdict(q)
+    body["meets_deadline"] = body.pop("on_track")
+    for name in ("deadline", "eta", "eta_early", "eta_late"):
+        body[name] = _iso(body[name])
+    for s in body["by_skill"]:
+        s["extra_experts_needed"] = s.pop("extra_experts")
+        for name in ("eta", "eta_early", "eta_late"):
+            s[name] = _iso(s[name])
+    return body
+
+
 routes = [
-    api_route("/v1/projects", create_project, methods=["POST"]),
+    api_route("/v1/projects", create_project, methods=["POST"], query=("dry_run",)),
     api_route("/v1/projects/{id}", get_project, methods=["GET"]),
 ]

@@ -36,7 +36,7 @@ def _result_line(r: Any) -> str:
     return json.dumps(row, separators=(",", ":")) + "\n"
 
 
-async def _owned_project(request: Request) -> UUID:
+async def owned_project(request: Request) -> UUID:
     who = await viewer(request)
     asked = parse_id(request.path_params["id"], "project")
     row = await projects.visible_project(services(request).db, who, asked)
@@ -47,7 +47,7 @@ async def _owned_project(request: Request) -> UUID:
 async def results(request: Request) -> Response:
     """Resolved items, one JSON object per line, in item-id order; `?after=<item_id>` (or a
     cursor of `itemResults`) resumes."""
-    project_id = await _owned_project(request)
+    project_id = await owned_project(request)
     db = services(request).db
     after = request.query_params.get("after")
     result_feed.result_after(after)  # a bad cursor is a 422 before the stream starts
@@ -69,7 +69,7 @@ async def result_changes(request: Request) -> Response:
     """A page of the change feed: `?first=&after=` and `page_info`, as GraphQL's
     itemResultChanges; `limit`, `cursor`, `has_more` and each change's `cursor` (raw numbers)
     are the deprecated forms."""
-    project_id = await _owned_project(request)
+    project_id = await owned_project(request)
     first, field = page_size(request)
     after = request.query_params.get("after")
     page = await result_feed.changes_page(services(request).db, project_id, after, first, field)
@@ -103,7 +103,7 @@ def _policy_json(row: Any) -> dict[str, Any]:
 
 
 async def get_policy(request: Request) -> Response:
-    project_id = await _owned_project(request)
+    project_id = await owned_project(request)
     db = services(request).db
     pool = [dict(r) for r in await gold.gold_pool(db, project_id)]
     current = _policy_json(await policy.get_policy(db, project_id))
@@ -112,7 +112,7 @@ async def get_policy(request: Request) -> Response:
 
 async def put_policy(request: Request) -> Response:
     """Partial update of the quality policy (snake_case fields, as in GraphQL's input)."""
-    project_id = await _owned_project(request)
+    project_id = await owned_project(request)
     body = await json_body(request)
     if not isinstance(body, dict):
         raise BadInput("the body must be a JSON object")
@@ -121,7 +121,7 @@ async def put_policy(request: Request) -> Response:
 
 
 async def add_gold(request: Request) -> Response:
-    project_id = await _owned_project(request)
+    project_id = await owned_project(request)
     body = await json_object(request, {"tasks"}, required={"tasks"})
     s = services(request)
     project = await projects.get_project(s.db, project_id, None)  # owned: checked above

@@ -19,12 +19,14 @@ from .pipeline import PipelineSchema, RequestPipeline
 from .project_views import ForecastMutation, ForecastQuery, ForecastSubscription
 from .projects import ProjectsMutation, ProjectsQuery
 from .quality import QualityMutation, QualityQuery
+from .quotes import QuotesQuery
 from .realtime import RealtimeSubscription
 from .routing import RoutingQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (
     ProjectsQuery,
+    QuotesQuery,
     BatchesQuery,
     QualityQuery,
     ForecastQuery,

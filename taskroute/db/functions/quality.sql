@@ -311,7 +311,7 @@ BEGIN
     {{ item_result_upsert(p_item, st.project_id, v_status, v_answer, v_agreement, v_normal, v_method, v_version, v_confidence) }};
     IF v_change IS NOT NULL THEN
         -- No lock: the feed is read up to a horizon (queries/quality.sql result_feed_horizon).
-        {{ result_change_insert(st.project_id, p_item, v_version, v_change, v_answer, v_agreement) }};
+        {{ result_change_insert(st.project_id, p_item, v_version, v_change, v_answer, v_agreement, v_method, v_confidence) }};
     END IF;
 
     -- Payment policy on_acceptance: a resolved item decides its undecided answers

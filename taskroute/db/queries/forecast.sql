@@ -206,3 +206,23 @@ SELECT coalesce(max(seq), 0) FROM project_alerts WHERE project_id = $1;
 -- name: db_now
 -- The database's clock, which every forecast uses.
 SELECT taskroute_now();
+
+-- name: quality_policy_defaults
+-- No parameters. The quality policy a new project starts with (the column defaults of
+-- project_quality), as text: a quote's gold and adjudication overhead.
+SELECT c.column_name, pg_get_expr(d.adbin, d.adrelid) AS value
+FROM information_schema.columns c
+JOIN pg_attribute a ON a.attrelid = 'project_quality'::regclass AND a.attname = c.column_name
+JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE c.table_schema = current_schema() AND c.table_name = 'project_quality'
+  AND c.column_name IN ('gold_ratio', 'adjudicate');
+
+-- name: quote_adjudication_rate
+-- $1 customer_id. The share of this customer's resolved items that needed an adjudicator
+-- (NULL: none resolved yet): a quote's expected adjudications per item. A bounded sample
+-- (any 10000 resolved items): a request never reads the whole history.
+SELECT (count(*) FILTER (WHERE s.method = 'adjudicated'))::float8 / nullif(count(*), 0)
+FROM (SELECT r.method
+      FROM projects p JOIN item_results r ON r.project_id = p.id AND r.status = 'resolved'
+      WHERE p.customer_id = $1
+      LIMIT 10000) s;

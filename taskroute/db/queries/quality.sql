@@ -268,10 +268,22 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
     confidence = EXCLUDED.confidence, updated_at = taskroute_now();
 
 -- name: result_change_insert
--- $1 project_id, $2 item_id, $3 version, $4 change, $5 answer, $6 agreement. `xact` is this
--- transaction (its default): the feed's order.
-INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement)
-VALUES ($1, $2, $3, $4, $5, $6);
+-- $1 project_id, $2 item_id, $3 version, $4 change, $5 answer, $6 agreement, $7 method,
+-- $8 confidence. `xact` is this transaction (its default): the feed's order. The row keeps
+-- the item's whole exported state (its answers too: item_answers_snapshot), so an
+-- export as of this change reads it alone (resolvers/exports/).
+INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement, method,
+                            confidence, answers)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ({{ item_answers_snapshot($2) }}));
+
+-- fragment: item_answers_snapshot
+-- $1 item_id. Every submitted answer of the item (normal and adjudication slots; gold has
+-- none), in submission order, with its expert and whether it is retracted, as one jsonb array.
+SELECT coalesce(jsonb_agg(jsonb_build_object(
+           'expert_id', a.expert_id, 'answer', a.answer, 'kind', t.kind,
+           'retracted', a.retracted_at IS NOT NULL) ORDER BY a.submitted_at, a.id), '[]')
+FROM assignments a JOIN tasks t ON t.id = a.task_id
+WHERE a.item_id = $1 AND a.status = 'submitted' AND t.kind IN ('normal', 'adjudication')
 
 -- name: result_feed_horizon
 -- No parameters. horizon: the oldest transaction still running in this database that has

@@ -51,6 +51,14 @@ from taskroute.resolvers.forecast.load import (
     clear_caches,
     forecasts,
     project_forecast,
+    quote_forecast,
 )
 
-__all__ = ["Forecast", "SkillForecast", "clear_caches", "forecasts", "project_forecast"]
+__all__ = [
+    "Forecast",
+    "SkillForecast",
+    "clear_caches",
+    "forecasts",
+    "project_forecast",
+    "quote_forecast",
+]

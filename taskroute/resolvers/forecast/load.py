@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import asyncpg
 
@@ -126,7 +126,7 @@ def clear_caches() -> None:
 
 
 def _skill(
-    row: asyncpg.Record,
+    row: Mapping[str, Any],
     now: datetime,
     capacity: Capacity,
     active: int,
@@ -242,6 +242,36 @@ async def forecasts(
     rows = await conn.fetch(Q["forecast_counts"], project_id, clock)
     if not rows:
         return []
+    return await _assemble(conn, settings, rows, clock, project_id is not None)
+
+
+async def quote_forecast(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    deadline: datetime | None,
+    slots: dict[tuple[str, float], int],
+) -> Forecast:
+    """The forecast of a project not created yet: `slots` open task slots per (skill,
+    min_quality), next to today's present experts and every active project's work left, as
+    if the project had been created now. Reads only."""
+    now: datetime = await conn.fetchval(Q["db_now"])
+    project_id = uuid4()  # stands for the project; no row has it
+    rows = [
+        {"project_id": project_id, "skill": skill, "min_quality": q, "deadline": deadline,
+         "open": n, "in_flight": 0, "done": 0, "total": n, "remaining": n, "evaluated_at": now}
+        for (skill, q), n in sorted(slots.items()) if n > 0
+    ]  # fmt: skip
+    found = await _assemble(conn, settings, rows, now, True) if rows else []
+    return found[0] if found else _combine(project_id, deadline, now, [])
+
+
+async def _assemble(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    rows: Sequence[Mapping[str, Any]],
+    clock: datetime | None,
+    one_project: bool,
+) -> list[Forecast]:
     skills = sorted({r["skill"] for r in rows})
     window = settings.forecast_window
     # the idle cap is the presence window (the longest gap between tasks that is working)
@@ -250,7 +280,7 @@ async def forecasts(
         Q["forecast_experts"],
         settings.forecast_presence,
         clock,
-        skills if project_id is not None else None,
+        skills if one_project else None,
     )
     now: datetime = rows[0]["evaluated_at"]
     wanted = set(skills)

@@ -59,12 +59,12 @@ async def changes_page(
     db: Database, project_id: UUID, after: str | None, first: int | str, field: str = "first"
 ) -> Page[asyncpg.Record]:
     return await paging.read(
-        db, "result_changes_page", project_id, change_after(after), await _horizon(db),
+        db, "result_changes_page", project_id, change_after(after), await horizon(db),
         first=paging.size(first, field), cursor=lambda r: cursors.encode(CHANGE, str(r["seq"])),
     )  # fmt: skip
 
 
-async def _horizon(db: Database) -> int:
+async def horizon(db: Database) -> int:
     """The feed's horizon (queries/quality.sql result_feed_horizon), read before the page.
 
     A reader is owed every change committed before it asked (a client reads its own submit

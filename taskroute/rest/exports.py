@@ -1,0 +1,131 @@
+"""REST: a project's results as a file for a training pipeline (JSON Lines, CSV, Parquet),
+streamed page by page, as of a change-feed position (resolvers/exports.py); and the payload
+behind an export's signed item link."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response, StreamingResponse
+
+from taskroute.errors import BadInput
+from taskroute.resolvers import exports
+from taskroute.resolvers.accounts.credentials import parse_id
+from taskroute.resolvers.batches import blobs_of
+
+from . import export_parquet
+from .common import api_route, services, viewer
+from .quality import owned_project
+
+FORMATS = {
+    "jsonl": ("application/x-ndjson", "jsonl"),
+    "csv": ("text/csv; charset=utf-8", "csv"),
+    "parquet": ("application/vnd.apache.parquet", "parquet"),
+}
+CSV_COLUMNS = (
+    "as_of", "item_id", "external_id", "status", "answer", "confidence", "agreement", "method",
+    "version", "changed_at", "answers", "payload", "payload_url", "payload_deleted",
+)  # fmt: skip
+CSV_JSON = frozenset({"answer", "answers", "payload"})  # cells holding JSON text
+EXPERT_IDS = ("pseudonymous", "real")
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in rows)
+
+
+def _csv_header() -> bytes:
+    out = io.StringIO()
+    csv.writer(out).writerow(CSV_COLUMNS)
+    return out.getvalue().encode()
+
+
+def _csv(rows: list[dict[str, Any]]) -> bytes:
+    out = io.StringIO()
+    w = csv.writer(out)
+    for r in rows:
+        w.writerow(
+            "" if r[c] is None else orjson.dumps(r[c]).decode() if c in CSV_JSON else r[c]
+            for c in CSV_COLUMNS
+        )
+    return out.getvalue().encode()
+
+
+async def export(request: Request) -> Response:
+    """`?format=jsonl|csv|parquet` (default jsonl), `&as_of=<cursor>` (default: now),
+    `&expert_ids=pseudonymous|real` (default pseudonymous). Every check runs before the first
+    byte, so a bad request is a clean error, never a truncated file."""
+    project_id = await owned_project(request)
+    q = request.query_params
+    fmt = q.get("format", "jsonl")
+    if fmt not in FORMATS:
+        raise BadInput(f"format must be one of {sorted(FORMATS)}", field="format")
+    if fmt == "parquet":
+        export_parquet.require()
+    real = q.get("expert_ids", "pseudonymous")
+    if real not in EXPERT_IDS:
+        raise BadInput(f"expert_ids must be one of {list(EXPERT_IDS)}", field="expert_ids")
+    s = services(request)
+    at = await exports.position(s.db, project_id, q.get("as_of"))
+    name = exports.expert_naming(s.payload_urls, project_id, real == "real")
+    as_of, urls, ttl = at.cursor, s.payload_urls, s.settings.export_link_ttl
+
+    async def dicts() -> AsyncIterator[list[dict[str, Any]]]:
+        async for page in exports.pages(s.db, project_id, at):
+            now = time.time()
+            yield [exports.row(r, as_of, name, urls, ttl, now) for r in page]
+
+    body: AsyncIterator[bytes]
+    if fmt == "parquet":
+        body = export_parquet.stream(dicts(), {"as_of": as_of, "project_id": str(project_id)})
+    else:
+        body = _encoded(dicts(), _jsonl if fmt == "jsonl" else _csv, fmt == "csv")
+    media, ext = FORMATS[fmt]
+    headers = {
+        "X-Taskroute-As-Of": as_of,
+        "Content-Disposition": f'attachment; filename="{project_id}-{at.seq}.{ext}"',
+    }
+    return StreamingResponse(body, media_type=media, headers=headers)
+
+
+async def _encoded(
+    pages: AsyncIterator[list[dict[str, Any]]],
+    encode: Callable[[list[dict[str, Any]]], bytes],
+    csv_header: bool,
+) -> AsyncIterator[bytes]:
+    if csv_header:
+        yield _csv_header()
+    async for rows in pages:
+        yield encode(rows)
+
+
+async def item_payload(request: Request) -> Response:
+    """The payload behind an export's link (`/v1/items/{id}/payload?exp=&sig=`), with a token
+    that sees the item's project: the JSON, or a redirect to a short presigned URL on S3."""
+    who = await viewer(request)
+    s = services(request)
+    item_id = parse_id(request.path_params["id"], "item")
+    q = request.query_params
+    got = await exports.item_payload(
+        s.db, blobs_of(s), s.payload_urls, who, item_id, q.get("exp"), q.get("sig")
+    )
+    if got.redirect is not None:
+        return RedirectResponse(got.redirect, status_code=307)
+    return Response(got.data, media_type="application/json")
+
+
+routes = [
+    api_route(
+        "/v1/projects/{id}/export",
+        export,
+        methods=["GET"],
+        query=("format", "as_of", "expert_ids"),
+    ),
+    api_route("/v1/items/{id}/payload", item_payload, methods=["GET"], query=("exp", "sig")),
+]
