@@ -2,7 +2,7 @@
 
 from starlette.routing import BaseRoute
 
-from . import batches, claims, dashboard, ledger, projects, quality, realtime, workbench
+from . import batches, claims, dashboard, ledger, projects, quality, realtime, webhooks, workbench
 from .common import error_response
 
 routes: list[BaseRoute] = [
@@ -14,6 +14,7 @@ routes: list[BaseRoute] = [
     *dashboard.routes,
     *workbench.routes,
     *realtime.routes,
+    *webhooks.routes,
 ]
 
 __all__ = ["error_response", "routes"]

@@ -21,6 +21,7 @@ from .projects import ProjectsMutation, ProjectsQuery
 from .quality import QualityMutation, QualityQuery
 from .realtime import RealtimeSubscription
 from .routing import RoutingQuery
+from .webhooks import WebhooksMutation, WebhooksQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (
@@ -32,6 +33,7 @@ QUERIES: tuple[type, ...] = (
     CustomerViewsQuery,
     RoutingQuery,
     AccountsQuery,
+    WebhooksQuery,
 )
 MUTATIONS: tuple[type, ...] = (
     AccountCreationMutation,
@@ -42,6 +44,7 @@ MUTATIONS: tuple[type, ...] = (
     ForecastMutation,
     LedgerMutation,
     AccountsMutation,
+    WebhooksMutation,
 )
 SUBSCRIPTIONS: tuple[type, ...] = (RealtimeSubscription, ForecastSubscription)
 
