@@ -37,9 +37,7 @@ async def test_committed_changes_are_delivered_and_rolled_back_ones_are_not(
         secret = made["secret"]
         assert secret.startswith("whsec_")
         project = (
-            await api.create_project(
-                customer["token"], tasks_of("grading", 3), answerSchema=schema
-            )
+            await api.create_project(customer["token"], tasks_of("grading", 3), answerSchema=schema)
         )["project"]["id"]
         # a submit the answer schema refuses changes nothing: no event
         claim = await api.claim(expert["token"])
