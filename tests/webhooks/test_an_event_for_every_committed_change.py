@@ -13,7 +13,7 @@ import standardwebhooks
 
 from taskroute.client import WebhookVerificationError, verify_webhook
 
-from ..helpers import Api, GraphQLError, serving, settings_for, tasks_of, wait_for
+from ..helpers import GraphQLError, serving, settings_for, tasks_of, wait_for
 from .receiver import Receiver
 from .world import change_cursors, create_endpoint, work_through
 
