@@ -84,32 +84,30 @@ async def one(request: Request) -> Response:
 
 
 async def disable(request: Request) -> Response:
+    who = await viewer(request)  # who first: a read-only token is refused before its body
     await json_object(request, set())
-    row = await ep.disable_endpoint(
-        services(request).db, await viewer(request), request.path_params["id"]
-    )
+    row = await ep.disable_endpoint(services(request).db, who, request.path_params["id"])
     return JSONResponse({"endpoint": _endpoint(row)})
 
 
 async def rotate(request: Request) -> Response:
+    who = await viewer(request)
     await json_object(request, set())
-    made = await ep.rotate_secret(
-        services(request).db, await viewer(request), request.path_params["id"]
-    )
+    made = await ep.rotate_secret(services(request).db, who, request.path_params["id"])
     return JSONResponse({"endpoint": _endpoint(made.row), "secret": made.secret})
 
 
 async def ping(request: Request) -> Response:
+    who = await viewer(request)
     await json_object(request, set())
-    event_id = await ep.ping(services(request).db, await viewer(request), request.path_params["id"])
+    event_id = await ep.ping(services(request).db, who, request.path_params["id"])
     return JSONResponse({"event_id": event_id}, status_code=202)
 
 
 async def replay(request: Request) -> Response:
+    who = await viewer(request)
     body = await json_object(request, {"after"})
-    r = await ep.replay(
-        services(request).db, await viewer(request), request.path_params["id"], body.get("after")
-    )
+    r = await ep.replay(services(request).db, who, request.path_params["id"], body.get("after"))
     return JSONResponse(
         {"queued": r.queued, "end_cursor": r.end_cursor, "has_more": r.has_more}, status_code=202
     )
@@ -137,9 +135,9 @@ async def delivery(request: Request) -> Response:
 
 
 async def redeliver(request: Request) -> Response:
-    await json_object(request, set())
     s = services(request)
     who = await viewer(request)
+    await json_object(request, set())
     eid = request.path_params["id"]
     got = await ep.redeliver(s.db, who, eid, request.path_params["event_id"])
     row, _ = await ep.delivery(s.db, who, eid, got)
