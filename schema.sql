@@ -1410,6 +1410,133 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION taskroute_webhook_alert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM taskroute_webhook_emit(
+        p.customer_id, NEW.project_id,
+        CASE WHEN NEW.kind = 'at_risk' THEN 'project.deadline_alert.raised'
+             ELSE 'project.deadline_alert.cleared' END,
+        taskroute_webhook_id(), NULL,
+        jsonb_build_object('project_id', NEW.project_id, 'alert_id', NEW.id,
+                           'kind', NEW.kind, 'message', NEW.message,
+                           'remaining', NEW.remaining, 'eta', NEW.eta,
+                           'deadline', NEW.deadline, 'at', NEW.created_at))
+    FROM projects p WHERE p.id = NEW.project_id;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION taskroute_webhook_change_data(p_seq bigint, p_project uuid, p_item uuid, p_external_id text, p_version integer, p_change text, p_answer jsonb, p_agreement real, p_at timestamp with time zone) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT jsonb_build_object(
+    'project_id', p_project, 'item_id', p_item, 'external_id', p_external_id,
+    'version', p_version, 'change', p_change, 'answer', p_answer, 'agreement', p_agreement,
+    'at', p_at, 'change_seq', p_seq) $$;
+
+CREATE FUNCTION taskroute_webhook_change_type(p_change text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT CASE WHEN p_change = 'resolved' THEN 'item.result.resolved'
+                    ELSE 'item.result.changed' END $$;
+
+CREATE FUNCTION taskroute_webhook_emit(p_customer uuid, p_project uuid, p_type text, p_id text, p_change bigint, p_data jsonb) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_endpoints uuid[];
+BEGIN
+    SELECT array_agg(e.id) INTO v_endpoints
+    FROM webhook_endpoints e
+    WHERE e.customer_id = p_customer AND e.status = 'enabled'
+      AND (e.project_id IS NULL OR e.project_id = p_project) AND p_type = ANY (e.event_types);
+    IF v_endpoints IS NULL THEN
+        RETURN;
+    END IF;
+    INSERT INTO webhook_events (id, customer_id, project_id, type, change_seq, data)
+    VALUES (p_id, p_customer, p_project, p_type, p_change, p_data)
+    ON CONFLICT (id) DO NOTHING;
+    INSERT INTO webhook_deliveries (endpoint_id, event_id)
+    SELECT unnest(v_endpoints), p_id
+    ON CONFLICT (endpoint_id, event_id) DO NOTHING;
+END
+$$;
+
+CREATE FUNCTION taskroute_webhook_id() RETURNS text
+    LANGUAGE sql
+    AS $$ SELECT 'msg_' || replace(gen_random_uuid()::text, '-', '') $$;
+
+CREATE FUNCTION taskroute_webhook_ingest() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM taskroute_webhook_emit(
+        NEW.customer_id, NEW.project_id,
+        CASE WHEN NEW.state = 'done' THEN 'project.ingest.finished'
+             ELSE 'project.ingest.failed' END,
+        taskroute_webhook_id(), NULL,
+        jsonb_build_object('project_id', NEW.project_id, 'ingest_id', NEW.id,
+                           'kind', NEW.kind, 'tasks_total', NEW.tasks_total,
+                           'tasks_stored', NEW.tasks_stored, 'error', NEW.error,
+                           'at', taskroute_now()));
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION taskroute_webhook_project_status() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM taskroute_webhook_emit(
+        NEW.customer_id, NEW.id, 'project.' || NEW.status, taskroute_webhook_id(), NULL,
+        jsonb_build_object('project_id', NEW.id, 'name', NEW.name, 'status', NEW.status,
+                           'at', taskroute_now()));
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION taskroute_webhook_result_changes() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    WITH c AS (
+        SELECT n.*, p.customer_id, taskroute_webhook_change_type(n.change) AS type
+        FROM new_changes n JOIN projects p ON p.id = n.project_id
+    ), t AS (
+        SELECT c.*, e.id AS endpoint_id, 'msg_change_' || c.seq AS event_id
+        FROM c JOIN webhook_endpoints e
+          ON e.customer_id = c.customer_id AND e.status = 'enabled'
+         AND (e.project_id IS NULL OR e.project_id = c.project_id) AND c.type = ANY (e.event_types)
+    ), ev AS (
+        INSERT INTO webhook_events (id, customer_id, project_id, type, change_seq, data)
+        SELECT DISTINCT ON (t.seq) t.event_id, t.customer_id, t.project_id, t.type, t.seq,
+               taskroute_webhook_change_data(t.seq, t.project_id, t.item_id, i.external_id,
+                                             t.version, t.change, t.answer, t.agreement, t.at)
+        FROM t JOIN items i ON i.id = t.item_id
+        ON CONFLICT (id) DO NOTHING
+    )
+    INSERT INTO webhook_deliveries (endpoint_id, event_id)
+    SELECT t.endpoint_id, t.event_id FROM t
+    ON CONFLICT (endpoint_id, event_id) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION taskroute_webhook_review() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM taskroute_webhook_emit(
+        p.customer_id, NEW.project_id, 'review.needed', taskroute_webhook_id(), NULL,
+        jsonb_build_object('project_id', NEW.project_id, 'assignment_id', NEW.id,
+                           'item_id', NEW.item_id, 'submitted_at', NEW.submitted_at,
+                           'auto_approve_at',
+                           NEW.submitted_at + make_interval(secs => p.auto_approve_seconds)))
+    FROM projects p WHERE p.id = NEW.project_id AND p.payment_policy = 'on_review';
+    RETURN NULL;
+END
+$$;
+
 CREATE TABLE admin_audit (
     seq bigint NOT NULL,
     at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
@@ -1944,6 +2071,82 @@ CREATE UNLOGGED TABLE wake_tickets (
     CONSTRAINT wake_tickets_check CHECK (((taken >= 0) AND (taken <= announced)))
 );
 
+CREATE TABLE webhook_attempts (
+    seq bigint NOT NULL,
+    endpoint_id uuid NOT NULL,
+    event_id text NOT NULL,
+    attempt integer NOT NULL,
+    at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    status integer,
+    error text,
+    latency_ms integer NOT NULL
+);
+
+ALTER TABLE webhook_attempts ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME webhook_attempts_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE webhook_deliveries (
+    seq bigint NOT NULL,
+    endpoint_id uuid NOT NULL,
+    event_id text NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    lease_token uuid,
+    last_status integer,
+    last_error text,
+    last_latency_ms integer,
+    delivered_at timestamp with time zone,
+    queued_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    CONSTRAINT webhook_deliveries_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
+);
+
+ALTER TABLE webhook_deliveries ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME webhook_deliveries_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE webhook_endpoints (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    customer_id uuid NOT NULL,
+    project_id uuid,
+    url text NOT NULL,
+    event_types text[] NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_secret_until timestamp with time zone,
+    status text DEFAULT 'enabled'::text NOT NULL,
+    disabled_reason text,
+    failing_since timestamp with time zone,
+    created_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 500)),
+    CONSTRAINT webhook_endpoints_event_types_check CHECK ((cardinality(event_types) > 0)),
+    CONSTRAINT webhook_endpoints_status_check CHECK ((status = ANY (ARRAY['enabled'::text, 'disabled'::text]))),
+    CONSTRAINT webhook_endpoints_url_check CHECK ((length(url) <= 2048))
+);
+
+CREATE TABLE webhook_events (
+    id text NOT NULL,
+    customer_id uuid NOT NULL,
+    project_id uuid,
+    type text NOT NULL,
+    change_seq bigint,
+    data jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT taskroute_now() NOT NULL
+);
+
 ALTER TABLE ONLY admin_audit
     ADD CONSTRAINT admin_audit_pkey PRIMARY KEY (seq);
 
@@ -2061,6 +2264,21 @@ ALTER TABLE ONLY wake_deliveries
 ALTER TABLE ONLY wake_tickets
     ADD CONSTRAINT wake_tickets_pkey PRIMARY KEY (key);
 
+ALTER TABLE ONLY webhook_attempts
+    ADD CONSTRAINT webhook_attempts_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (endpoint_id, event_id);
+
+ALTER TABLE ONLY webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_seq_key UNIQUE (seq);
+
+ALTER TABLE ONLY webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY webhook_events
+    ADD CONSTRAINT webhook_events_pkey PRIMARY KEY (id);
+
 CREATE INDEX admin_audit_action ON admin_audit USING btree (action, seq);
 
 CREATE INDEX admin_audit_subject ON admin_audit USING btree (subject_id, seq);
@@ -2157,11 +2375,27 @@ CREATE INDEX wake_deliveries_due ON wake_deliveries USING btree (due_at);
 
 CREATE INDEX wake_tickets_created ON wake_tickets USING btree (created_at);
 
+CREATE INDEX webhook_attempts_delivery ON webhook_attempts USING btree (endpoint_id, event_id, seq);
+
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries USING btree (next_attempt_at) WHERE (state = 'pending'::text);
+
+CREATE INDEX webhook_deliveries_event ON webhook_deliveries USING btree (event_id);
+
+CREATE INDEX webhook_deliveries_leased ON webhook_deliveries USING btree (endpoint_id) WHERE ((state = 'pending'::text) AND (lease_token IS NOT NULL));
+
+CREATE INDEX webhook_deliveries_log ON webhook_deliveries USING btree (endpoint_id, seq);
+
+CREATE INDEX webhook_endpoints_customer ON webhook_endpoints USING btree (customer_id);
+
+CREATE INDEX webhook_events_created ON webhook_events USING btree (created_at);
+
 CREATE TRIGGER assignments_gold_twins AFTER UPDATE OF review_status ON assignments FOR EACH ROW WHEN (((old.review_status = 'submitted'::text) AND (new.review_status <> 'submitted'::text))) EXECUTE FUNCTION assignments_decide_gold_twins();
 
 CREATE TRIGGER assignments_pace_insert AFTER INSERT ON assignments REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION taskroute_pace_statement();
 
 CREATE TRIGGER assignments_pace_update AFTER UPDATE OF status, claimed_at, submitted_at ON assignments FOR EACH ROW WHEN (((new.status = 'submitted'::text) AND (((old.status IS DISTINCT FROM new.status) OR (old.claimed_at IS DISTINCT FROM new.claimed_at)) OR (old.submitted_at IS DISTINCT FROM new.submitted_at)))) EXECUTE FUNCTION taskroute_pace_row();
+
+CREATE TRIGGER assignments_webhooks AFTER UPDATE OF review_status ON assignments FOR EACH ROW WHEN (((new.review_status = 'submitted'::text) AND (old.review_status IS DISTINCT FROM 'submitted'::text))) EXECUTE FUNCTION taskroute_webhook_review();
 
 CREATE TRIGGER credentials_invalidate_delete AFTER DELETE ON credentials FOR EACH ROW EXECUTE FUNCTION credentials_notify_invalidation();
 
@@ -2173,11 +2407,19 @@ CREATE TRIGGER expert_skills_starting_quality BEFORE INSERT ON expert_skills FOR
 
 CREATE TRIGGER experts_invalidate_status AFTER UPDATE OF status ON experts FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION experts_notify_status();
 
+CREATE TRIGGER ingest_jobs_webhooks AFTER UPDATE OF state ON ingest_jobs FOR EACH ROW WHEN (((old.state IS DISTINCT FROM new.state) AND (new.state = ANY (ARRAY['done'::text, 'failed'::text])))) EXECUTE FUNCTION taskroute_webhook_ingest();
+
 CREATE TRIGGER items_gold_pool AFTER INSERT ON items FOR EACH ROW WHEN ((new.gold_answer IS NOT NULL)) EXECUTE FUNCTION gold_pool_add();
 
 CREATE TRIGGER payouts_no_update_delete BEFORE DELETE OR UPDATE ON payouts FOR EACH ROW EXECUTE FUNCTION payouts_append_only();
 
+CREATE TRIGGER project_alerts_webhooks AFTER INSERT ON project_alerts FOR EACH ROW EXECUTE FUNCTION taskroute_webhook_alert();
+
 CREATE TRIGGER projects_quality_default AFTER INSERT ON projects FOR EACH ROW EXECUTE FUNCTION project_quality_default();
+
+CREATE TRIGGER projects_webhooks AFTER UPDATE OF status ON projects FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) AND (new.status = ANY (ARRAY['completed'::text, 'canceled'::text])))) EXECUTE FUNCTION taskroute_webhook_project_status();
+
+CREATE TRIGGER result_changes_webhooks AFTER INSERT ON result_changes REFERENCING NEW TABLE AS new_changes FOR EACH STATEMENT EXECUTE FUNCTION taskroute_webhook_result_changes();
 
 CREATE TRIGGER tasks_count_delete AFTER DELETE ON tasks REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION taskroute_task_counts_delta();
 
@@ -2300,3 +2542,21 @@ ALTER TABLE ONLY tasks
 
 ALTER TABLE ONLY tasks
     ADD CONSTRAINT tasks_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
+
+ALTER TABLE ONLY webhook_attempts
+    ADD CONSTRAINT webhook_attempts_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES webhook_events(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_customer_id_fkey FOREIGN KEY (customer_id) REFERENCES customers(id);
+
+ALTER TABLE ONLY webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
+
+ALTER TABLE ONLY webhook_events
+    ADD CONSTRAINT webhook_events_customer_id_fkey FOREIGN KEY (customer_id) REFERENCES customers(id);

@@ -17,16 +17,24 @@
 - A lost lease (heartbeat or submit answered 409 LEASE_EXPIRED, or the assignment is gone)
   is kept on the task as `task.lost` and raised by `task.submit` and `task.check()`; an answer
   the project's schema refuses raises `AnswerRefused` and the task stays held (fix, resubmit).
+
+For a customer's webhook receiver, `verify_webhook(secret, headers, body)` checks a delivery's
+Standard Webhooks signature and timestamp and returns its JSON payload (docs/api.md, Webhooks).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import random
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +51,43 @@ GOING_AWAY = 1001
 
 PROTOCOL = Subprotocol("graphql-transport-ws")
 TASK_AVAILABLE = "subscription($s: [String!]) { taskAvailable(skills: $s) { skill } }"
+
+
+class WebhookVerificationError(Exception):
+    """A webhook delivery that is not ours: a missing header, a bad signature, a timestamp
+    outside the tolerance (a replayed request), or a body that is not JSON."""
+
+
+def verify_webhook(
+    secret: str, headers: Mapping[str, str], body: bytes | str, tolerance: int = 300
+) -> Any:
+    """The delivery's JSON payload if `headers` carry a valid signature of `body` (the raw
+    bytes received) by `secret` (the endpoint's `whsec_...`), timestamped within `tolerance`
+    seconds of now; raises WebhookVerificationError otherwise. Deduplicate by the
+    `webhook-id` header: a delivery may come more than once."""
+    raw = body.encode() if isinstance(body, str) else bytes(body)
+    h = {k.lower(): v for k, v in headers.items()}
+    msg_id, stamp, signatures = (
+        h.get("webhook-id"), h.get("webhook-timestamp"), h.get("webhook-signature")
+    )  # fmt: skip
+    if not (msg_id and stamp and signatures):
+        raise WebhookVerificationError("missing webhook-id, webhook-timestamp or -signature")
+    if not stamp.isascii() or not stamp.isdigit():
+        raise WebhookVerificationError("webhook-timestamp is not a Unix time")
+    if abs(time.time() - int(stamp)) > tolerance:
+        raise WebhookVerificationError("webhook-timestamp is outside the tolerance")
+    try:
+        key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError("the secret is not a whsec_ secret") from exc
+    mac = hmac.new(key, f"{msg_id}.{stamp}.".encode() + raw, hashlib.sha256).digest()
+    expected = "v1," + base64.b64encode(mac).decode()
+    if not any(hmac.compare_digest(expected.encode(), s.encode()) for s in signatures.split(" ")):
+        raise WebhookVerificationError("no signature matches")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise WebhookVerificationError("the body is not JSON") from exc
 
 
 class ClientError(Exception):

@@ -353,6 +353,63 @@ class Settings:
         " admin-given quality)",
     )
 
+    # Webhooks (docs/api.md, Webhooks). A customer names the URL, so by default the server
+    # only ever connects to public addresses, over https.
+    webhook_allow_private: bool = setting(
+        False,
+        "TASKROUTE_WEBHOOK_ALLOW_PRIVATE",
+        "allow webhook endpoints on loopback, private, link-local and other non-public"
+        " addresses, and over plain http (tests, a receiver beside the server); off: refused"
+        " at creation and at every delivery",
+    )
+    webhook_interval: float = setting(
+        0.5,
+        "TASKROUTE_WEBHOOK_INTERVAL",
+        "seconds between the webhook sender's looks for due deliveries while it is idle",
+    )
+    webhook_in_flight: int = setting(
+        32, "TASKROUTE_WEBHOOK_IN_FLIGHT", "webhook attempts one server process runs at once"
+    )
+    webhook_endpoint_concurrency: int = setting(
+        4,
+        "TASKROUTE_WEBHOOK_ENDPOINT_CONCURRENCY",
+        "webhook attempts in flight to one endpoint, across every server process",
+    )
+    webhook_connect_timeout: float = setting(
+        3.0, "TASKROUTE_WEBHOOK_CONNECT_TIMEOUT", "seconds to connect to a webhook endpoint"
+    )
+    webhook_timeout: float = setting(
+        10.0,
+        "TASKROUTE_WEBHOOK_TIMEOUT",
+        "seconds a webhook endpoint has to answer (the whole attempt, connect included)",
+    )
+    webhook_retry_base: float = setting(
+        5.0,
+        "TASKROUTE_WEBHOOK_RETRY_BASE",
+        "seconds before the first retry of a failed webhook delivery; doubled per attempt,"
+        " with jitter (half to the full delay)",
+    )
+    webhook_retry_max: float = setting(
+        3600.0, "TASKROUTE_WEBHOOK_RETRY_MAX", "the longest wait between two webhook attempts"
+    )
+    webhook_give_up: float = setting(
+        259200.0,
+        "TASKROUTE_WEBHOOK_GIVE_UP",
+        "seconds after it was queued that a failing webhook delivery stops being retried"
+        " (`failed`; redeliver it by hand)",
+    )
+    webhook_disable_after: float = setting(
+        432000.0,
+        "TASKROUTE_WEBHOOK_DISABLE_AFTER",
+        "seconds an endpoint may fail every attempt before it is disabled (its status and"
+        " reason say so; updating it with `enabled: true` resumes it)",
+    )
+    webhook_keep: float = setting(
+        604800.0,
+        "TASKROUTE_WEBHOOK_KEEP",
+        "seconds the delivery log keeps finished deliveries (delivered or failed)",
+    )
+
     def session_url(self, pooled_url: str) -> str:
         """Where session-scoped connections go, given the URL the pool uses."""
         return self.direct_database_url or pooled_url

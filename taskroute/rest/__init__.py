@@ -11,6 +11,7 @@ from . import (
     projects,
     quality,
     realtime,
+    webhooks,
     workbench,
 )
 from .common import error_response
@@ -25,6 +26,7 @@ routes: list[BaseRoute] = [
     *dashboard.routes,
     *workbench.routes,
     *realtime.routes,
+    *webhooks.routes,
 ]
 
 __all__ = ["error_response", "routes"]

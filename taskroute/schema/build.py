@@ -22,6 +22,7 @@ from .quality import QualityMutation, QualityQuery
 from .quotes import QuotesQuery
 from .realtime import RealtimeSubscription
 from .routing import RoutingQuery
+from .webhooks import WebhooksMutation, WebhooksQuery
 
 # Each area of the API contributes its own root types; they are merged into one schema.
 QUERIES: tuple[type, ...] = (
@@ -34,6 +35,7 @@ QUERIES: tuple[type, ...] = (
     CustomerViewsQuery,
     RoutingQuery,
     AccountsQuery,
+    WebhooksQuery,
 )
 MUTATIONS: tuple[type, ...] = (
     AccountCreationMutation,
@@ -44,6 +46,7 @@ MUTATIONS: tuple[type, ...] = (
     ForecastMutation,
     LedgerMutation,
     AccountsMutation,
+    WebhooksMutation,
 )
 SUBSCRIPTIONS: tuple[type, ...] = (RealtimeSubscription, ForecastSubscription)
 

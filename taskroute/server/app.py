@@ -39,6 +39,7 @@ from taskroute.resolvers.jobs.routing import RoutingPolicy, routing_once
 from taskroute.resolvers.jobs.sweeper import sweep_pass
 from taskroute.resolvers.jobs.table_hygiene import hygiene_once
 from taskroute.resolvers.jobs.task_counts import compact_once
+from taskroute.resolvers.jobs.webhooks import WebhookSender
 from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
@@ -319,6 +320,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.retention_interval,
             lambda: retention.retention_pass(jobs_db, blobs),
         )
+        sender = WebhookSender(jobs_db, settings)
+        jobs.spawn("webhook sender", sender.run(), on_stop=sender.stop_at_safe_point)
         log.info("payloads in %s; ingest worker and retention job started", blobs.url)
         drain.hook_signals()
         gc_tuning.tune_for_serving()
