@@ -658,7 +658,15 @@ async def test_feed_holds_changes_back_while_an_older_transaction_writes(
         )
         late_item = next(i for i in items if i != claimed_item)
         await older.execute(
-            Q["result_change_insert"], UUID(pid), late_item, 1, "resolved", '{"label": "y"}', 1.0
+            Q["result_change_insert"],
+            UUID(pid),
+            late_item,
+            1,
+            "resolved",
+            '{"label": "y"}',
+            1.0,
+            "majority",
+            1.0,
         )
     finally:
         await tx.commit()
