@@ -44,9 +44,7 @@ async def test_claim_and_submit_fire_no_idle_task_trigger(
             assert submit["outcome"] == "stored", dict(submit)
             calls = {
                 r["funcname"]: r["calls"]
-                for r in await conn.fetch(
-                    "SELECT funcname, calls FROM pg_stat_xact_user_functions"
-                )
+                for r in await conn.fetch("SELECT funcname, calls FROM pg_stat_xact_user_functions")
             }
             finished = await conn.fetchval(
                 "SELECT finished_at IS NOT NULL FROM tasks WHERE id = $1", claim["task_id"]
