@@ -220,8 +220,8 @@ def report(label: str, n: int, a: Snapshot, b: Snapshot, top: int) -> dict[str, 
             )
     print("tuples per cycle (pg_stat_user_tables): inserted, updated, of which HOT, deleted")
     for rel in sorted(b.tables):
-        was = a.tables.get(rel, (0, 0, 0, 0))
-        ins, upd, hot, dele = (b.tables[rel][i] - was[i] for i in range(4))
+        seen = a.tables.get(rel, (0, 0, 0, 0))
+        ins, upd, hot, dele = (b.tables[rel][i] - seen[i] for i in range(4))
         if ins or upd or dele:
             print(
                 f"  {rel:<26} {ins / cycles:6.2f} {upd / cycles:6.2f} {hot / cycles:6.2f}"
