@@ -135,16 +135,20 @@ WHERE NOT EXISTS (SELECT 1 FROM expert_skills es WHERE es.expert_id = p_expert A
         END IF;
     END IF;
     SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
-       t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id
+       t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id,
+       a.lease_until > taskroute_now() AS lease_live
 FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
 JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
-WHERE a.expert_id = p_expert AND a.status = 'active' AND a.lease_until > taskroute_now() INTO v_claim;
-    IF FOUND THEN
+WHERE a.expert_id = p_expert AND a.status = 'active' INTO v_claim;
+    IF FOUND AND v_claim.lease_live THEN
         outcome := 'held';
     ELSE
-        FOR v_row IN WITH expired AS (
+        -- Only when the expert's claim expired (v_claim found, lease not live): the release
+        -- is a tasks UPDATE, which fires the task-count trigger even when it changes no row.
+        IF FOUND THEN
+            FOR v_row IN WITH expired AS (
     SELECT t.id, a.id AS assignment_id
     FROM assignments a
     JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
@@ -170,14 +174,15 @@ expire_assignments AS (
     WHERE a.id = r.assignment_id
 )
 SELECT id, skill, project_id, status, min_quality FROM released LOOP
-            v_released := v_released || jsonb_build_object(
-                'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
-                'min_quality', v_row.min_quality);
-            -- a slot out of retries may have been its project's last work
-            IF v_row.status = 'failed' THEN
-                PERFORM taskroute_project_settle(v_row.project_id, true);
-            END IF;
-        END LOOP;
+                v_released := v_released || jsonb_build_object(
+                    'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
+                    'min_quality', v_row.min_quality);
+                -- a slot out of retries may have been its project's last work
+                IF v_row.status = 'failed' THEN
+                    PERFORM taskroute_project_settle(v_row.project_id, true);
+                END IF;
+            END LOOP;
+        END IF;
         released := v_released;
         SELECT EXISTS (
     SELECT 1
@@ -1113,7 +1118,10 @@ RETURNING skill, project_id, min_quality LOOP
                     'min_quality', v_row.min_quality);
             END LOOP;
         END IF;
-    ELSE
+    ELSIF st.result_status = 'adjudicating' THEN
+        -- Only an adjudicating item can have one open (adjudication_open runs in the branch
+        -- above, which stores 'adjudicating'); a tasks UPDATE fires the task-count trigger
+        -- even when it changes no row.
         UPDATE tasks SET status = 'canceled'
 WHERE item_id = p_item AND kind = 'adjudication' AND status = 'open';
     END IF;
@@ -1342,7 +1350,7 @@ SET status = 'submitted', answer = p_answer, submitted_at = taskroute_now(), rec
     reviewed_by = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'policy' END
 WHERE id = p_assignment
 RETURNING receipt_id, submitted_at, pay_cents INTO v_stored;
-    UPDATE tasks SET status = 'done', lease_until = NULL
+    UPDATE tasks SET status = 'done', lease_until = NULL, finished_at = taskroute_now()
 WHERE id = v_found.task_id AND assignment_id = p_assignment;
     -- Paid at submit only under on_submit; otherwise the acceptance pays (queries/ledger.sql).
     IF v_pay.payment_policy = 'on_submit' THEN
@@ -2427,7 +2435,7 @@ CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks REFERENCING NEW TABLE AS
 
 CREATE TRIGGER tasks_count_update AFTER UPDATE ON tasks REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION taskroute_task_counts_delta();
 
-CREATE TRIGGER tasks_finished BEFORE UPDATE OF status ON tasks FOR EACH ROW WHEN (((new.status = ANY (ARRAY['done'::text, 'failed'::text, 'canceled'::text])) AND (old.status <> ALL (ARRAY['done'::text, 'failed'::text, 'canceled'::text])))) EXECUTE FUNCTION taskroute_task_finished();
+CREATE TRIGGER tasks_finished BEFORE UPDATE OF status ON tasks FOR EACH ROW WHEN (((new.status = ANY (ARRAY['done'::text, 'failed'::text, 'canceled'::text])) AND (old.status <> ALL (ARRAY['done'::text, 'failed'::text, 'canceled'::text])) AND (NOT (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION taskroute_task_finished();
 
 ALTER TABLE ONLY assignments
     ADD CONSTRAINT assignments_expert_id_fkey FOREIGN KEY (expert_id) REFERENCES experts(id);

@@ -5,6 +5,7 @@ Run by hand (never part of the test suite's pass/fail); prints figures:
     PYTHONPATH=. .venv/bin/python bench/claim.py                 # everything, ~5-10 minutes
     PYTHONPATH=. .venv/bin/python bench/claim.py --no-million    # skip the 1M-open-tasks probe
     PYTHONPATH=. .venv/bin/python bench/claim.py --profile /tmp/prof  # + py-spy of the server
+    PYTHONPATH=. .venv/bin/python bench/claim.py --profile-sql --n 16 --no-million  # SQL per cycle
 
 What it does, in its own temporary databases on the Postgres at --pg (dropped at the end):
 1. Seeds 50k open tasks over 200 skills with Zipf-distributed sizes and a few thousand experts
@@ -20,6 +21,14 @@ What it does, in its own temporary databases on the Postgres at --pg (dropped at
    its own keep-alive HTTP/1.1 connection (a minimal client, so the load generator costs little
    CPU), run claim+submit cycles through GraphQL, then through REST.
 5. Claim latency (`claims.claim_next`, rolled back) with 10k and with 1M open tasks.
+With --profile-sql, every phase at N = --profile-n also prints Postgres' work per cycle
+(bench/sql_profile.py): each statement, nested ones (function bodies, triggers) included,
+with calls, time, shared buffers hit/read/dirtied/written and WAL (pg_stat_statements, track =
+all); trigger functions' calls and times (pg_stat_user_functions); WAL bytes, records and
+full-page images (pg_stat_wal); tuples inserted/updated/HOT-updated per table; then one line
+per phase against the seed's pgbench cycle. If the --pg cluster does not preload
+pg_stat_statements, the whole run (every phase, so the ratios stay within one server) goes to
+a throwaway cluster started with initdb/pg_ctl from /usr/lib/postgresql/*/bin.
 Every measurement runs on a fresh copy of the seeded database, so each starts from the same
 world. Cycles/s, p50/p99 cycle latency and the ratios service/bare and service/floor are
 printed per N.
@@ -52,6 +61,8 @@ import asyncpg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import sql_profile  # noqa: E402  (bench/, next to this script)
 
 from taskroute.config import Settings  # noqa: E402
 from taskroute.db.admission import Priority  # noqa: E402
@@ -610,6 +621,11 @@ async def fresh_copy(admin: str, template: str) -> AsyncIterator[str]:
 
 # --- main ----------------------------------------------------------------------------------
 
+# Cycles done so far, for the SQL profile: the seed's table (pgbench, bare) or the service's.
+CYCLES_DONE = {
+    True: "SELECT count(*) FROM bare_tasks WHERE status = 'done'",
+    False: "SELECT count(*) FROM tasks WHERE status = 'done'",
+}
 LABELS = ("pgbench", "pgbench1", "bare", "floor", "graphql", "rest")
 PGBENCH_SCRIPTS = {"pgbench": "bare_cycle.pgbench", "pgbench1": "bare_cycle_one_skill.pgbench"}
 
@@ -632,7 +648,7 @@ def print_ratios(results: dict[tuple[str, int], Run], ns: list[int]) -> None:
         rate = {label: run.rate for (label, at), run in results.items() if at == n}
         pairs = [("graphql", "pgbench"), ("rest", "pgbench"), ("graphql", "bare"), ("rest", "bare")]
         pairs += [("graphql", "floor"), ("rest", "floor"), ("floor", "bare"), ("bare", "pgbench")]
-        pairs += [("graphql", "pgbench1"), ("rest", "pgbench1")]
+        pairs += [("graphql", "pgbench1"), ("rest", "pgbench1"), ("floor", "pgbench")]
         cells = [
             f"{a}/{b} {rate[a] / rate[b] if rate[b] else float('nan'):.2f}"
             for a, b in pairs
@@ -671,6 +687,21 @@ def print_header() -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    cluster = None
+    if args.profile_sql and not await sql_profile.has_statements(args.pg):
+        # Every phase runs on the throwaway cluster, so the ratios stay within one server.
+        cluster = sql_profile.PrivateCluster()
+        cluster.start()
+        args.pg = cluster.dsn
+        print(f"# --profile-sql: a throwaway cluster with pg_stat_statements at {cluster.dsn}")
+    try:
+        await run_all(args)
+    finally:
+        if cluster is not None:
+            cluster.destroy()
+
+
+async def run_all(args: argparse.Namespace) -> None:
     rng = random.Random(8)
     ns = [int(x) for x in args.n.split(",")]
     if args.profile:
@@ -695,17 +726,28 @@ async def main(args: argparse.Namespace) -> None:
             f"the seeded database; server workers {args.workers}, pool max {args.pool_max}"
         )
         results: dict[tuple[str, int], Run] = {}
+        profiles: dict[str, dict[str, float]] = {}
         for label in filter(None, args.labels.split(",")):
             for n in ns:
+                profiled = args.profile_sql and n == args.profile_n
                 async with fresh_copy(args.pg, template) as copy:
+                    if profiled:
+                        done = CYCLES_DONE[label in PGBENCH_SCRIPTS or label == "bare"]
+                        before = await sql_profile.snapshot(copy, done)
                     run = await measure(label, copy, world, n, args)
+                    if profiled:
+                        after = await sql_profile.snapshot(copy, done)
                 results[(label, n)] = run
                 print(run.line(), flush=True)
                 if run.note:
                     print(run.note, flush=True)
+                if profiled:
+                    profiles[label] = sql_profile.report(label, n, before, after, args.profile_top)
+                    print(flush=True)
         print("# load average now: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         if results:
             print_ratios(results, ns)
+        sql_profile.print_comparison(profiles)
         await latency_section(args, rng, names)
     finally:
         if not args.keep:
@@ -740,6 +782,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--profile", default="", help="py-spy the server at N=16 into PREFIX.{graphql,rest}.txt"
     )
+    p.add_argument(
+        "--profile-sql",
+        action="store_true",
+        help="per-statement, per-trigger, WAL and buffer figures per cycle at N=--profile-n\n"
+        "(pg_stat_statements, track = all; a throwaway cluster when --pg does not preload it)",
+    )
+    p.add_argument("--profile-n", type=int, default=16, help="the N --profile-sql profiles")
+    p.add_argument("--profile-top", type=int, default=25, help="statements listed per kind")
     p.add_argument(
         "--keep",
         action="store_true",

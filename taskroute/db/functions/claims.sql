@@ -59,18 +59,22 @@ BEGIN
         END IF;
     END IF;
     {{ assignment_active_for_expert(p_expert) }} INTO v_claim;
-    IF FOUND THEN
+    IF FOUND AND v_claim.lease_live THEN
         outcome := 'held';
     ELSE
-        FOR v_row IN {{ lease_release_own(p_expert) }} LOOP
-            v_released := v_released || jsonb_build_object(
-                'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
-                'min_quality', v_row.min_quality);
-            -- a slot out of retries may have been its project's last work
-            IF v_row.status = 'failed' THEN
-                PERFORM taskroute_project_settle(v_row.project_id, true);
-            END IF;
-        END LOOP;
+        -- Only when the expert's claim expired (v_claim found, lease not live): the release
+        -- is a tasks UPDATE, which fires the task-count trigger even when it changes no row.
+        IF FOUND THEN
+            FOR v_row IN {{ lease_release_own(p_expert) }} LOOP
+                v_released := v_released || jsonb_build_object(
+                    'skill', v_row.skill, 'project_id', v_row.project_id, 'status', v_row.status,
+                    'min_quality', v_row.min_quality);
+                -- a slot out of retries may have been its project's last work
+                IF v_row.status = 'failed' THEN
+                    PERFORM taskroute_project_settle(v_row.project_id, true);
+                END IF;
+            END LOOP;
+        END IF;
         released := v_released;
         {{ gold_possible(p_expert, p_skills, p_project) }} INTO v_gold;
         IF v_gold THEN

@@ -61,7 +61,8 @@ $fn$;
 -- rebuilt from created_at (+1) and finished_at (-1). Set by a trigger, not by each statement,
 -- so every path that ends a slot (submit, sweeper, cancel, adjudication no longer needed,
 -- released gold, and paths added later) records it; the WHEN clause runs in C, so heartbeats
--- and claims do not enter the function.
+-- and claims do not enter the function, nor statements that set finished_at themselves (the
+-- submit's task_done).
 CREATE OR REPLACE FUNCTION taskroute_task_finished() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 BEGIN
@@ -73,5 +74,6 @@ $fn$;
 CREATE OR REPLACE TRIGGER tasks_finished BEFORE UPDATE OF status ON tasks
     FOR EACH ROW
     WHEN (NEW.status IN ('done', 'failed', 'canceled')
-          AND OLD.status NOT IN ('done', 'failed', 'canceled'))
+          AND OLD.status NOT IN ('done', 'failed', 'canceled')
+          AND NEW.finished_at IS NOT DISTINCT FROM OLD.finished_at)
     EXECUTE FUNCTION taskroute_task_finished();

@@ -292,7 +292,10 @@ BEGIN
                     'min_quality', v_row.min_quality);
             END LOOP;
         END IF;
-    ELSE
+    ELSIF st.result_status = 'adjudicating' THEN
+        -- Only an adjudicating item can have one open (adjudication_open runs in the branch
+        -- above, which stores 'adjudicating'); a tasks UPDATE fires the task-count trigger
+        -- even when it changes no row.
         {{ adjudication_cancel_open(p_item) }};
     END IF;
 

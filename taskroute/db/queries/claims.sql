@@ -16,16 +16,19 @@
 UPDATE experts SET last_seen_at = taskroute_now() WHERE id = $1 RETURNING status;
 
 -- name: assignment_active_for_expert
--- $1 expert_id. The expert's live claim, if any (a page refresh gets the same one back).
--- The task by primary key: a live assignment's task is claimed, and no status literal lets a
--- claimed index that stale statistics think empty be scanned instead (assignment_heartbeat).
+-- $1 expert_id. The expert's active claim, if any (a page refresh gets the same one back
+-- while lease_live; an expired one is what lease_release_own returns to the pool, so a claim
+-- finding none skips that statement). The task by primary key: an active assignment's task
+-- is claimed, and no status literal lets a claimed index that stale statistics think empty
+-- be scanned instead (assignment_heartbeat).
 SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
-       t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id
+       t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id,
+       a.lease_until > taskroute_now() AS lease_live
 FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
 JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
-WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > taskroute_now();
+WHERE a.expert_id = $1 AND a.status = 'active';
 
 -- name: task_claim
 -- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds),
@@ -304,7 +307,8 @@ RETURNING receipt_id, submitted_at, pay_cents;
 -- $1 task_id, $2 assignment_id. The caller holds the row (task_lock) and checked that this
 -- live assignment holds it (so it is claimed); no status literal, so the primary key is the
 -- only index that fits (see assignment_heartbeat on the claimed indexes and stale statistics).
-UPDATE tasks SET status = 'done', lease_until = NULL
+-- finished_at is set here, so the tasks_finished trigger (functions/projects.sql) is skipped.
+UPDATE tasks SET status = 'done', lease_until = NULL, finished_at = taskroute_now()
 WHERE id = $1 AND assignment_id = $2;
 
 -- name: payout_insert
