@@ -127,6 +127,11 @@ async def insert_project(
         spec.override_seconds,
         spec.pay_adjudicated_disagreements,
         spec.payload_retention_seconds,
+        spec.layout,
+        spec.candidate_keys,
+        spec.expert_review,
+        spec.review_pay_cents,
+        spec.pay_corrected,
     )
     assert project is not None
     return project

@@ -56,6 +56,12 @@ async def get_project(request: Request) -> Response:
             "auto_approve_seconds": row["auto_approve_seconds"],
             "override_seconds": row["override_seconds"],
             "pay_adjudicated_disagreements": row["pay_adjudicated_disagreements"],
+            # how the workbench presents the tasks, and review by experts
+            "layout": row["layout"],
+            "candidate_keys": row["candidate_keys"],
+            "expert_review": row["expert_review"],
+            "review_pay_cents": row["review_pay_cents"],
+            "pay_corrected": row["pay_corrected"],
             # how long payloads outlive the project, and whether they are gone
             "payload_retention_seconds": int(row["payload_retention"].total_seconds()),
             "payloads_deleted_at": (

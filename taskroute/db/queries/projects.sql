@@ -5,13 +5,15 @@
 -- $7 pay_cents, $8 min_quality, $9 redundancy, $10 max_retries, $11 heartbeat_timeout_seconds,
 -- $12 answer_schema (NULL: any JSON answer), $13 payment_policy, $14 auto_approve_seconds,
 -- $15 override_seconds, $16 pay_adjudicated_disagreements,
--- $17 payload retention in seconds
+-- $17 payload retention in seconds, $18 layout, $19 candidate_keys, $20 expert_review,
+-- $21 review_pay_cents, $22 pay_corrected
 INSERT INTO projects (customer_id, name, status, priority, deadline, lease_seconds,
                       pay_cents, min_quality, redundancy, max_retries, heartbeat_timeout_seconds,
                       answer_schema, payment_policy, auto_approve_seconds, override_seconds,
-                      pay_adjudicated_disagreements, payload_retention)
+                      pay_adjudicated_disagreements, payload_retention, layout, candidate_keys,
+                      expert_review, review_pay_cents, pay_corrected)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-        make_interval(secs => $17::bigint))
+        make_interval(secs => $17::bigint), $18, $19, $20, $21, $22)
 RETURNING *;
 
 -- name: project_get
