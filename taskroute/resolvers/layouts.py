@@ -85,7 +85,7 @@ def _grade(schema: Any) -> None:
 def _pairwise(schema: Any) -> None:
     props = _properties("PAIRWISE", schema)
     winner = props.get("winner")
-    if not _scalar_enum(winner):
+    if not isinstance(winner, dict) or not _scalar_enum(winner):
         raise _refuse("PAIRWISE", "the answer schema needs a 'winner' property with an enum")
     values = set(winner["enum"])
     if not {"a", "b"} <= values or not values <= set(PAIRWISE_WINNERS):

@@ -280,10 +280,10 @@ async def test_a_review_racing_auto_approval_pays_once(
             # it either won (stored and paid) or auto-approval took the claim back first
             assert r.status_code in (200, 409), r.text
 
+        pairs = zip(reviewers, claims, strict=True)
         await asyncio.gather(
-            auto(), auto(),
-            *(review(r["token"], c["assignmentId"]) for r, c in zip(reviewers, claims)),
-        )  # fmt: skip
+            auto(), auto(), *(review(r["token"], c["assignmentId"]) for r, c in pairs)
+        )
     finally:
         await pool.close()
     for aid in answers.values():
