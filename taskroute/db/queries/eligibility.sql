@@ -19,7 +19,9 @@ WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
 -- $1 alias of the task row, $2 alias of an eligible_skills row, $3 expert_id.
 -- The task is of that skill, asks no more quality than the expert has in it and no capability
 -- tag the expert lacks, belongs to an active project (not ingesting, not canceled), and is
--- not an item the expert already holds or answered (redundancy needs independent experts).
+-- not an item the expert already holds or answered (redundancy needs independent experts; a
+-- review task is a slot of the reviewed item, so this also keeps a reviewer off their own
+-- answer: queries/reviews.sql).
 -- The caller states which rows it probes (status, and scope via task_in_scope): that picks
 -- the partial index. The project check is EXISTS: a scalar subquery compared with 'active'
 -- gets the planner's default selectivity (0.5%), which made it sort every open task of the
