@@ -95,7 +95,7 @@ CREATE FUNCTION taskroute_answer_key(p_answer jsonb, p_field text) RETURNS jsonb
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN (p_field IS NULL) THEN p_answer WHEN (jsonb_typeof(p_answer) = 'object'::text) THEN (p_answer -> p_field) ELSE NULL::jsonb END;
 
-CREATE FUNCTION taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb)
+CREATE FUNCTION taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -421,6 +421,8 @@ VALUES (p_expert, v_claim.customer_id, v_claim.project_id, v_claim.task_id, 'cla
         payload := v_claim.payload;
         payload_key := v_claim.payload_key;
         payload_bytes := v_claim.payload_bytes;
+        -- the pairwise layout's order, drawn as the assignment was inserted (queries/layouts.sql)
+        SELECT candidates_swapped FROM assignments WHERE id = v_claim.assignment_id INTO candidates_swapped;
     END IF;
     RETURN NEXT;
 END
@@ -956,6 +958,7 @@ DECLARE
     v_want integer := 0;
     v_pay record;
     v_pay_all boolean;
+    v_correction jsonb;
 BEGIN
     PERFORM 1 FROM (SELECT id FROM items WHERE id = p_item FOR NO KEY UPDATE) l;
     SELECT i.id AS item_id, i.project_id, p.redundancy, p.status AS project_status,
@@ -1104,6 +1107,15 @@ RETURNING skill, project_id, min_quality LOOP
         v_status := 'adjudicating';
     END IF;
 
+    -- An expert reviewer's correction is the label (functions/reviews.sql).
+    SELECT correction FROM expert_reviews
+WHERE item_id = p_item AND verdict = 'correct' AND applied
+ORDER BY decided_at DESC
+LIMIT 1 INTO v_correction;
+    IF FOUND THEN
+        v_status := 'resolved'; v_answer := v_correction; v_method := 'corrected';
+    END IF;
+
     IF v_status = 'adjudicating' THEN
         IF v_live THEN
             FOR v_row IN INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
@@ -1226,6 +1238,85 @@ ON CONFLICT (assignment_id) DO NOTHING;
 END
 $$;
 
+CREATE FUNCTION taskroute_review_submit(p_assignment uuid, p_expert uuid, p_answer jsonb) RETURNS TABLE(receipt_id uuid, submitted_at timestamp with time zone, pay_cents integer, opened jsonb)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_rev record;
+    v_stored record;
+    v_decided record;
+    v_verdict text := p_answer ->> 'verdict';
+    v_status text;
+    v_reason text := p_answer ->> 'reason';
+    v_by text := 'expert-review';
+    v_applied boolean;
+BEGIN
+    SELECT er.task_id, er.reviewed_id, er.item_id, er.project_id, p.review_pay_cents,
+       p.pay_corrected
+FROM assignments a
+JOIN expert_reviews er ON er.task_id = a.task_id
+JOIN projects p ON p.id = er.project_id
+WHERE a.id = p_assignment INTO v_rev;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    opened := '[]';
+    UPDATE assignments
+SET status = 'submitted', answer = p_answer, submitted_at = taskroute_now(), receipt_id = gen_random_uuid(),
+    pay_cents = v_rev.review_pay_cents, too_fast = false,
+    review_status = CASE WHEN 'on_submit'::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
+    reviewed_at = CASE WHEN 'on_submit'::text = 'on_submit' THEN taskroute_now() END,
+    reviewed_by = CASE WHEN 'on_submit'::text = 'on_submit' THEN 'policy' END
+WHERE id = p_assignment
+RETURNING receipt_id, submitted_at, pay_cents INTO v_stored;
+    UPDATE tasks SET status = 'done', lease_until = NULL, finished_at = taskroute_now()
+WHERE id = v_rev.task_id AND assignment_id = p_assignment;
+    INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+VALUES (p_assignment, p_expert, v_rev.project_id, v_rev.review_pay_cents)
+ON CONFLICT (assignment_id) DO NOTHING;
+    v_status := CASE WHEN v_verdict = 'accept' THEN 'accepted'
+                     WHEN v_verdict = 'correct' AND v_rev.pay_corrected THEN 'accepted'
+                     ELSE 'rejected' END;
+    v_reason := CASE WHEN v_verdict = 'accept' THEN coalesce(v_reason, 'accepted by a reviewer')
+                     WHEN v_verdict = 'correct'
+                         THEN 'corrected by a reviewer' || coalesce(': ' || v_reason, '')
+                     ELSE v_reason END;
+    WITH locked AS (
+    SELECT id FROM assignments
+    WHERE id = ANY (ARRAY[v_rev.reviewed_id]::uuid[]) AND review_status = 'submitted'
+    ORDER BY id FOR UPDATE
+),
+d AS (
+    UPDATE assignments a
+    SET review_status = v_status::text, reviewed_at = taskroute_now(), reviewed_by = v_by::text,
+        review_reason = v_reason::text
+    FROM locked l
+    WHERE a.id = l.id AND a.review_status = 'submitted'
+    RETURNING a.id, a.expert_id, a.project_id, a.pay_cents
+),
+paid AS (
+    INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
+    SELECT id, expert_id, project_id, pay_cents FROM d WHERE v_status::text = 'accepted'
+    ON CONFLICT (assignment_id) DO NOTHING
+    RETURNING assignment_id
+)
+SELECT d.id FROM d LEFT JOIN paid ON paid.assignment_id = d.id INTO v_decided;
+    v_applied := FOUND;
+    UPDATE expert_reviews
+SET review_assignment_id = p_assignment, verdict = v_verdict, correction = p_answer->'correction', applied = v_applied,
+    decided_at = taskroute_now()
+WHERE task_id = v_rev.task_id;
+    IF v_applied AND v_verdict = 'correct' THEN
+        opened := taskroute_resolve_item(v_rev.item_id, false);
+    END IF;
+    receipt_id := v_stored.receipt_id;
+    submitted_at := v_stored.submitted_at;
+    pay_cents := v_stored.pay_cents;
+    RETURN NEXT;
+END
+$$;
+
 CREATE FUNCTION taskroute_score_gold(p_expert uuid, p_skill text, p_correct boolean, p_project uuid) RETURNS jsonb
     LANGUAGE plpgsql
     AS $$
@@ -1295,6 +1386,8 @@ DECLARE
     v_correct boolean;
     v_fast boolean;
     v_excluded boolean;
+    v_review record;
+    v_row record;
 BEGIN
     opened := '[]';
     answer_differs := false;
@@ -1331,6 +1424,20 @@ FROM projects WHERE id = v_found.project_id INTO v_pay;
     IF v_current.status <> 'active' OR NOT v_current.lease_live
        OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
         outcome := 'expired';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- A review task: the reviewer is paid per review and the verdict decides the reviewed
+    -- answer (functions/reviews.sql).
+    SELECT * INTO v_review FROM taskroute_review_submit(p_assignment, p_expert, p_answer);
+    IF FOUND THEN
+        PERFORM taskroute_project_settle(v_found.project_id, true);
+        outcome := 'stored';
+        receipt_id := v_review.receipt_id;
+        submitted_at := v_review.submitted_at;
+        pay_cents := v_review.pay_cents;
+        opened := v_review.opened;
+        pay_status := 'paid';
         RETURN NEXT;
         RETURN;
     END IF;
@@ -1373,6 +1480,29 @@ WHERE t.id = v_found.task_id INTO v_ctx;
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);
+        -- on_review with review by experts: the answer's review task (queries/reviews.sql)
+        IF v_pay.payment_policy = 'on_review' THEN
+            FOR v_row IN WITH t AS (
+    INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
+                       max_retries, status, kind, required_caps)
+    SELECT s.item_id, s.project_id, 'review:' || s.skill, s.priority, s.eff_priority,
+           p.min_quality, s.max_retries, 'open', 'review', s.required_caps
+    FROM assignments a
+    JOIN tasks s ON s.id = a.task_id AND s.kind IN ('normal', 'adjudication')
+    JOIN projects p ON p.id = a.project_id AND p.expert_review AND p.status = 'active'
+    WHERE a.id = p_assignment
+    RETURNING id, item_id, project_id, skill, min_quality
+),
+r AS (
+    INSERT INTO expert_reviews (task_id, reviewed_id, item_id, project_id)
+    SELECT id, p_assignment, item_id, project_id FROM t
+)
+SELECT skill, project_id, min_quality FROM t LOOP
+                opened := opened || jsonb_build_object(
+                    'skill', v_row.skill, 'project_id', v_row.project_id,
+                    'min_quality', v_row.min_quality);
+            END LOOP;
+        END IF;
         -- The last slot done (and no adjudication or refill opened): completed.
         PERFORM taskroute_project_settle(v_ctx.project_id, true);
     END IF;
@@ -1586,6 +1716,7 @@ CREATE TABLE assignments (
     reviewed_by text,
     review_reason text,
     too_fast boolean DEFAULT false NOT NULL,
+    candidates_swapped boolean DEFAULT (random() < (0.5)::double precision),
     CONSTRAINT assignments_review_status_check CHECK ((review_status = ANY (ARRAY['submitted'::text, 'accepted'::text, 'rejected'::text]))),
     CONSTRAINT assignments_status_check CHECK ((status = ANY (ARRAY['active'::text, 'submitted'::text, 'expired'::text, 'released'::text])))
 )
@@ -1656,6 +1787,20 @@ CREATE TABLE expert_pace (
     submitted_us bigint[] NOT NULL
 )
 WITH (fillfactor='50');
+
+CREATE TABLE expert_reviews (
+    task_id uuid NOT NULL,
+    reviewed_id uuid NOT NULL,
+    item_id uuid NOT NULL,
+    project_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    review_assignment_id uuid,
+    verdict text,
+    correction jsonb,
+    applied boolean,
+    decided_at timestamp with time zone,
+    CONSTRAINT expert_reviews_verdict_check CHECK ((verdict = ANY (ARRAY['accept'::text, 'reject'::text, 'correct'::text])))
+);
 
 CREATE TABLE expert_skills (
     expert_id uuid NOT NULL,
@@ -1925,10 +2070,17 @@ CREATE TABLE projects (
     max_items_per_expert integer,
     min_seconds_per_task integer,
     too_fast_policy text DEFAULT 'count'::text NOT NULL,
+    layout text DEFAULT 'GENERIC'::text NOT NULL,
+    candidate_keys text[],
+    expert_review boolean DEFAULT false NOT NULL,
+    review_pay_cents integer DEFAULT 0 NOT NULL,
+    pay_corrected boolean DEFAULT false NOT NULL,
     CONSTRAINT projects_auto_approve_seconds_check CHECK (((auto_approve_seconds >= 0) AND (auto_approve_seconds <= 2592000))),
+    CONSTRAINT projects_candidate_keys_check CHECK ((cardinality(candidate_keys) = 2)),
     CONSTRAINT projects_completed_at_check CHECK (((status = 'completed'::text) = (completed_at IS NOT NULL))),
     CONSTRAINT projects_flag_after_bad_item_releases_check CHECK (((flag_after_bad_item_releases >= 1) AND (flag_after_bad_item_releases <= 100))),
     CONSTRAINT projects_heartbeat_timeout_seconds_check CHECK ((heartbeat_timeout_seconds > 0)),
+    CONSTRAINT projects_layout_check CHECK ((layout = ANY (ARRAY['GENERIC'::text, 'GRADE'::text, 'PAIRWISE'::text, 'REVIEW'::text]))),
     CONSTRAINT projects_lease_seconds_check CHECK ((lease_seconds > 0)),
     CONSTRAINT projects_max_items_per_expert_check CHECK ((max_items_per_expert > 0)),
     CONSTRAINT projects_max_retries_check CHECK ((max_retries >= 0)),
@@ -1939,6 +2091,7 @@ CREATE TABLE projects (
     CONSTRAINT projects_payload_retention_max CHECK ((payload_retention <= '3650 days'::interval)),
     CONSTRAINT projects_payment_policy_check CHECK ((payment_policy = ANY (ARRAY['on_submit'::text, 'on_acceptance'::text, 'on_review'::text]))),
     CONSTRAINT projects_redundancy_check CHECK (((redundancy >= 1) AND (redundancy <= 5))),
+    CONSTRAINT projects_review_pay_cents_check CHECK ((review_pay_cents >= 0)),
     CONSTRAINT projects_status_check CHECK ((status = ANY (ARRAY['ingesting'::text, 'active'::text, 'completed'::text, 'canceled'::text]))),
     CONSTRAINT projects_too_fast_policy_check CHECK ((too_fast_policy = ANY (ARRAY['count'::text, 'exclude'::text])))
 );
@@ -2033,7 +2186,7 @@ CREATE TABLE tasks (
     kind text DEFAULT 'normal'::text NOT NULL,
     required_caps text[] DEFAULT '{}'::text[] NOT NULL,
     finished_at timestamp with time zone,
-    CONSTRAINT tasks_kind_check CHECK ((kind = ANY (ARRAY['normal'::text, 'gold'::text, 'adjudication'::text]))),
+    CONSTRAINT tasks_kind_check CHECK ((kind = ANY (ARRAY['normal'::text, 'gold'::text, 'adjudication'::text, 'review'::text]))),
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'open'::text, 'claimed'::text, 'done'::text, 'failed'::text, 'canceled'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0.0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0.0', autovacuum_analyze_threshold='5000');
@@ -2185,6 +2338,15 @@ ALTER TABLE ONLY customers
 ALTER TABLE ONLY expert_pace
     ADD CONSTRAINT expert_pace_pkey PRIMARY KEY (expert_id);
 
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_pkey PRIMARY KEY (task_id);
+
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_review_assignment_id_key UNIQUE (review_assignment_id);
+
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_reviewed_id_key UNIQUE (reviewed_id);
+
 ALTER TABLE ONLY expert_skills
     ADD CONSTRAINT expert_skills_pkey PRIMARY KEY (expert_id, skill);
 
@@ -2322,6 +2484,8 @@ CREATE INDEX credentials_customer ON credentials USING btree (customer_id, creat
 CREATE INDEX credentials_expert ON credentials USING btree (expert_id, created_at) WHERE (expert_id IS NOT NULL);
 
 CREATE INDEX credentials_expiring ON credentials USING btree (expires_at) WHERE ((expires_at IS NOT NULL) AND (revoked_at IS NULL));
+
+CREATE INDEX expert_reviews_corrections ON expert_reviews USING btree (item_id, decided_at DESC) WHERE ((verdict = 'correct'::text) AND applied);
 
 CREATE INDEX gold_exposures_pending ON gold_exposures USING btree (decide_with) WHERE pending;
 
@@ -2463,6 +2627,21 @@ ALTER TABLE ONLY credentials
 
 ALTER TABLE ONLY expert_pace
     ADD CONSTRAINT expert_pace_expert_id_fkey FOREIGN KEY (expert_id) REFERENCES experts(id);
+
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_item_id_fkey FOREIGN KEY (item_id) REFERENCES items(id);
+
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
+
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_review_assignment_id_fkey FOREIGN KEY (review_assignment_id) REFERENCES assignments(id);
+
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_reviewed_id_fkey FOREIGN KEY (reviewed_id) REFERENCES assignments(id);
+
+ALTER TABLE ONLY expert_reviews
+    ADD CONSTRAINT expert_reviews_task_id_fkey FOREIGN KEY (task_id) REFERENCES tasks(id);
 
 ALTER TABLE ONLY expert_skills
     ADD CONSTRAINT expert_skills_expert_id_fkey FOREIGN KEY (expert_id) REFERENCES experts(id);

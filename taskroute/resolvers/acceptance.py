@@ -35,7 +35,8 @@ import asyncpg
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import BadInput, NotFound
-from taskroute.resolvers import cursors, paging
+from taskroute.realtime import notify
+from taskroute.resolvers import claims, cursors, paging, projects
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.accounts.credentials import Viewer, project_allowed
 
@@ -60,6 +61,8 @@ class Review:
     payment_policy: str
     override_until: datetime | None
     answer: Any
+    # PAIRWISE: the order its expert saw the candidates in ("ab" | "ba"; claims.py)
+    candidate_order: str | None
     # set by approve / reject: did this call change the state, and if not, why not
     changed: bool = False
     note: str | None = None
@@ -81,6 +84,7 @@ class Review:
             row["payment_policy"],
             row["override_until"],
             row["answer"],
+            claims.candidate_order(row["layout"], row["candidates_swapped"]),
             changed,
             note,
             too_fast=bool(row.get("too_fast", False)),
@@ -96,14 +100,15 @@ def _ids(raw: Sequence[UUID]) -> list[UUID]:
 
 
 def _customer_rows(viewer: Viewer, rows: list[asyncpg.Record], ids: list[UUID]) -> None:
-    """Every id must be submitted real work of the viewer's projects (gold is never shown)."""
+    """Every id must be submitted real work of the viewer's projects (gold is never shown; an
+    expert reviewer's review is paid per review, not decided by the customer)."""
     scope = viewer.customer_scope()
     found = {
         r["id"]
         for r in rows
         if (scope is None or r["customer_id"] == scope)
         and project_allowed(scope, r["project_id"])
-        and r["task_kind"] != "gold"
+        and r["task_kind"] not in ("gold", "review")
         and r["review_status"] is not None
     }
     missing = [str(i) for i in ids if i not in found]
@@ -124,6 +129,8 @@ async def _decide(
     async with db.transaction() as conn:
         _customer_rows(viewer, await conn.fetch(Q["reviews_of"], ids), ids)
         status = "accepted" if accept else "rejected"
+        # Review tasks before the answers they review (the lock order of a reviewer's submit)
+        await conn.execute(Q["review_tasks_lock"], ids)
         decided = await conn.fetch(Q["assignments_decide"], ids, status, by, reason)
         changed = {r["id"] for r in decided}
         if accept:
@@ -133,7 +140,9 @@ async def _decide(
                     Q["assignments_override"], ids, by, reason or "rejection overridden"
                 )
             }
+        closed = await close_reviews(conn, ids)
         rows = await conn.fetch(Q["reviews_of"], ids)
+    notify.progress_changed(*closed)
     out = []
     for r in sorted(rows, key=lambda r: r["id"]):
         note = None
@@ -148,6 +157,19 @@ async def _decide(
                 note = "the override window has closed"
         out.append(Review.of(r, r["id"] in changed, note))
     return out
+
+
+async def close_reviews(conn: asyncpg.Connection, decided: list[UUID]) -> list[UUID]:
+    """Expert review tasks of answers now decided (by a customer or auto-approval) are closed:
+    an open one is canceled, a claimed one taken back unpaid; one a reviewer is submitting
+    right now is left to that submit (queries/reviews.sql review_tasks_close). Returns the
+    projects whose progress changed (tell subscribers once committed)."""
+    if not decided:
+        return []
+    closed = [r["project_id"] for r in await conn.fetch(Q["review_tasks_close"], decided)]
+    if closed:
+        await projects.settle(conn, closed, probe=True)
+    return closed
 
 
 async def approve(

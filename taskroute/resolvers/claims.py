@@ -23,7 +23,7 @@ from taskroute.errors import (
 )
 from taskroute.observability import metrics
 from taskroute.realtime import notify
-from taskroute.resolvers import answer_schema, payloads
+from taskroute.resolvers import answer_schema, payloads, reviews
 from taskroute.resolvers.json_values import json_value
 from taskroute.storage.payload_links import PayloadUrls
 
@@ -41,7 +41,29 @@ class ClaimedTask:
     # Set instead of `payload` when the payload is too large to travel inline (payloads.py).
     payload_url: str | None = None
     # What an answer must be (JSON Schema: the item's, else the project's); None: any JSON.
+    # For a review task: what a correction must be.
     answer_schema: Any = None
+    # How the workbench presents it (layouts.py); PAIRWISE: the candidates' payload keys
+    # and the order shown to this assignment ("ab": a on the left, "ba": b on the left).
+    layout: str = "GENERIC"
+    candidate_keys: tuple[str, str] | None = None
+    candidate_order: str | None = None
+    # A review task (reviews.py): the answer under review; None for other work.
+    review_of: ReviewOf | None = None
+
+
+@dataclass(frozen=True)
+class ReviewOf:
+    answer: Any
+    # PAIRWISE: the order the reviewed expert saw ("ab" | "ba")
+    candidate_order: str | None = None
+
+
+def candidate_order(layout: str, swapped: bool | None) -> str | None:
+    """PAIRWISE: "ba" when candidate b was shown on the left, else "ab"; None otherwise."""
+    if layout != "PAIRWISE" or swapped is None:
+        return None
+    return "ba" if swapped else "ab"
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,13 @@ class Receipt:
 
 def _claim_from_row(row: asyncpg.Record, urls: PayloadUrls | None) -> Claim:
     payload, payload_url = payloads.deliver(row, urls)
+    layout = row["layout"] or "GENERIC"
+    keys = row["candidate_keys"]
+    review_of = None
+    if row["reviewed_answer"] is not None:
+        review_of = ReviewOf(
+            row["reviewed_answer"], candidate_order(layout, row["reviewed_swapped"])
+        )
     task = ClaimedTask(
         row["task_id"],
         row["project_id"],
@@ -83,6 +112,10 @@ def _claim_from_row(row: asyncpg.Record, urls: PayloadUrls | None) -> Claim:
         payload,
         payload_url,
         row["answer_schema"],
+        layout,
+        (keys[0], keys[1]) if keys else ("a", "b") if layout == "PAIRWISE" else None,
+        candidate_order(layout, row["candidates_swapped"]),
+        review_of,
     )
     return Claim(row["assignment_id"], row["lease_until"], task)
 
@@ -170,8 +203,12 @@ async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: An
         Q["submit_unless_schema_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
     )
     assert row is not None
-    if row["answer_schema"] is not None:
-        await answer_schema.check_answer(row["answer_schema"], answer, encoded, "answer")
+    if row["review"] or row["answer_schema"] is not None:
+        # a review task's answer is a verdict whose correction must match the schema
+        if row["review"]:
+            await reviews.check_answer(row["answer_schema"], answer)
+        else:
+            await answer_schema.check_answer(row["answer_schema"], answer, encoded, "answer")
         row = await db.fetchrow(
             Q["submit_call"], assignment_id, expert_id, answer, priority=Priority.PROTECT
         )

@@ -131,6 +131,11 @@ async def insert_project(
         spec.max_items_per_expert,
         spec.min_seconds_per_task,
         spec.too_fast_policy,
+        spec.layout,
+        spec.candidate_keys,
+        spec.expert_review,
+        spec.review_pay_cents,
+        spec.pay_corrected,
     )
     assert project is not None
     return project

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from taskroute.errors import BadInput
-from taskroute.resolvers import answer_schema
+from taskroute.resolvers import answer_schema, layouts
 
 # re-exported: callers check inputs through this module's `v.` names
 from taskroute.resolvers.json_values import MAX_JSON_DEPTH as MAX_JSON_DEPTH
@@ -61,6 +61,13 @@ class ProjectSpec:
     max_items_per_expert: int | None = None
     min_seconds_per_task: int | None = None
     too_fast_policy: str = "count"
+    # how the workbench presents the tasks (layouts.py); PAIRWISE: the candidates' keys
+    layout: str = "GENERIC"
+    candidate_keys: list[str] | None = None
+    # on_review: route review to experts holding review:<skill> (resolvers/reviews.py)
+    expert_review: bool = False
+    review_pay_cents: int = 0
+    pay_corrected: bool = False
     # payloads are deleted this long after the project ended (canceled)
     payload_retention_seconds: int = 30 * 86400
 
@@ -288,6 +295,11 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
         "max_items_per_expert",
         "min_seconds_per_task",
         "too_fast_policy",
+        "layout",
+        "candidate_keys",
+        "expert_review",
+        "review_pay_cents",
+        "pay_corrected",
     }
     unknown = set(raw) - allowed
     if unknown:
@@ -339,8 +351,19 @@ def project_spec(raw: Any, max_tasks: int, max_payload_bytes: int) -> ProjectSpe
             0,
             PAYLOAD_RETENTION_MAX,
         ),
+        layout=(layout := choice(raw.get("layout", "GENERIC"), "layout", layouts.LAYOUTS)),
+        candidate_keys=layouts.candidate_keys(raw.get("candidate_keys"), layout),
+        expert_review=boolean(raw.get("expert_review", False), "expert_review"),
+        review_pay_cents=integer(raw.get("review_pay_cents", 0), "review_pay_cents", 0, 10_000_000),
+        pay_corrected=boolean(raw.get("pay_corrected", False), "pay_corrected"),
     )
     check_gold(spec.tasks, spec.answer_schema)
+    layouts.check(spec.layout, spec.answer_schema)
+    if spec.expert_review and spec.payment_policy != "on_review":
+        raise BadInput(
+            "expert_review needs payment_policy on_review (the answers wait for review)",
+            field="expert_review",
+        )
     return spec
 
 

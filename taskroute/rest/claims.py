@@ -28,6 +28,12 @@ def _claim_json(c: claims.Claim) -> dict[str, Any]:
             "payload": t.payload,
             "payload_url": t.payload_url,
             "answer_schema": t.answer_schema,
+            "layout": t.layout,
+            "candidate_keys": list(t.candidate_keys) if t.candidate_keys else None,
+            "candidate_order": t.candidate_order,
+            "review_of": None
+            if t.review_of is None
+            else {"answer": t.review_of.answer, "candidate_order": t.review_of.candidate_order},
         },
     }
 

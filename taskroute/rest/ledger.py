@@ -58,6 +58,7 @@ def _review_json(r: acceptance.Review) -> dict[str, Any]:
         "pay_cents": r.pay_cents,
         "payment_policy": r.payment_policy,
         "override_until": at(r.override_until),
+        "candidate_order": r.candidate_order,
         "changed": r.changed,
         "note": r.note,
         "too_fast": r.too_fast,

@@ -71,6 +71,12 @@ async def get_project(request: Request) -> Response:
             "max_items_per_expert": row["max_items_per_expert"],
             "min_seconds_per_task": row["min_seconds_per_task"],
             "too_fast_policy": row["too_fast_policy"],
+            # how the workbench presents the tasks, and review by experts
+            "layout": row["layout"],
+            "candidate_keys": row["candidate_keys"],
+            "expert_review": row["expert_review"],
+            "review_pay_cents": row["review_pay_cents"],
+            "pay_corrected": row["pay_corrected"],
             # how long payloads outlive the project, and whether they are gone
             "payload_retention_seconds": int(row["payload_retention"].total_seconds()),
             "payloads_deleted_at": (

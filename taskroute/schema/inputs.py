@@ -20,6 +20,16 @@ class PaymentPolicy(Enum):
     on_review = "on_review"
 
 
+@strawberry.enum(
+    description="How the workbench presents a project's tasks (docs/dashboard-and-workbench.md)."
+)
+class Layout(Enum):
+    GENERIC = "GENERIC"
+    GRADE = "GRADE"
+    PAIRWISE = "PAIRWISE"
+    REVIEW = "REVIEW"
+
+
 @strawberry.input
 class SkillInput:
     skill: str
@@ -99,6 +109,26 @@ class CreateProjectInput:
         description="'count' (default): a tooFast answer counts like any other; 'exclude':"
         " it is never paid automatically (it waits for the customer's review) and a tooFast"
         " gold answer is scored as wrong.",
+    )
+    layout: Layout | None = strawberry.field(
+        default=None,
+        description="How the workbench presents the tasks (default GENERIC); the answer"
+        " schema must fit it (BAD_INPUT naming the mismatch).",
+    )
+    candidate_keys: list[str] | None = strawberry.field(
+        default=None, description="PAIRWISE: the payload keys of candidates a and b (default a, b)."
+    )
+    expert_review: bool | None = strawberry.field(
+        default=None,
+        description="on_review: route each answer's review to experts holding the skill"
+        " review:<skill> (default false).",
+    )
+    review_pay_cents: int | None = strawberry.field(
+        default=None, description="expertReview: a reviewer's pay per review (default 0)."
+    )
+    pay_corrected: bool | None = strawberry.field(
+        default=None,
+        description="expertReview: pay an answer a reviewer corrected (default false: rejected).",
     )
     payload_retention_seconds: int | None = strawberry.field(
         default=None,

@@ -114,7 +114,8 @@ class AssignmentReview:
     reason: str | None
     reviewed_by: str | None = strawberry.field(
         description="'customer:<id>', 'admin', 'policy' (on_submit), 'quality' (on_acceptance),"
-        " 'auto' (auto-approval), 'canceled', 'retraction'"
+        " 'auto' (auto-approval), 'canceled', 'retraction', 'expert-review' (a reviewer's"
+        " verdict)"
     )
     reviewed_at: datetime | None
     submitted_at: datetime
@@ -122,6 +123,10 @@ class AssignmentReview:
     payment_policy: str
     override_until: datetime | None = strawberry.field(
         description="a rejection may still be approved until then"
+    )
+    candidate_order: str | None = strawberry.field(
+        description="PAIRWISE: the order the expert saw the candidates in: 'ab' (a on the"
+        " left) or 'ba' (the answer names a / b either way)"
     )
     changed: bool = strawberry.field(description="approve/reject: this call changed the state")
     note: str | None = strawberry.field(description="approve/reject: why nothing changed")
@@ -143,6 +148,7 @@ class AssignmentReview:
             pay_cents=r.pay_cents,
             payment_policy=r.payment_policy,
             override_until=r.override_until,
+            candidate_order=r.candidate_order,
             changed=r.changed,
             note=r.note,
             too_fast=r.too_fast,

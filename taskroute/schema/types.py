@@ -17,6 +17,7 @@ from taskroute.resolvers.validation import priority_class_of
 from . import burndown, project_views
 from .batch_types import Ingest
 from .context import Context
+from .inputs import Layout
 from .routing_types import PriorityClass, ProjectRouting
 
 
@@ -28,6 +29,14 @@ class Credential:
     @classmethod
     def of(cls, c: CredentialRow) -> Credential:
         return cls(id=strawberry.ID(str(c.id)), token=c.token)
+
+
+@strawberry.type(description="The answer a review task reviews.")
+class ReviewOf:
+    answer: JSON
+    candidate_order: str | None = strawberry.field(
+        default=None, description="PAIRWISE: the order its expert saw ('ab' | 'ba')."
+    )
 
 
 @strawberry.type
@@ -44,6 +53,24 @@ class Task:
         default=None,
         description="JSON Schema the answer must match (the item's, else the project's);"
         " null: any JSON.",
+    )
+
+    layout: Layout = strawberry.field(
+        default=Layout.GENERIC,
+        description="How the workbench presents the task (the project's layout).",
+    )
+    candidate_keys: list[str] | None = strawberry.field(
+        default=None, description="PAIRWISE: the payload keys of candidates a and b."
+    )
+    candidate_order: str | None = strawberry.field(
+        default=None,
+        description="PAIRWISE: 'ab' (a on the left) or 'ba' (b on the left), drawn per"
+        " assignment and recorded; answers always name candidates a / b.",
+    )
+    review_of: ReviewOf | None = strawberry.field(
+        default=None,
+        description="Review tasks only: the answer under review (answerSchema then says what"
+        " a correction must be).",
     )
 
     @strawberry.field(description="Adjudication tasks only: the answers to decide between.")
@@ -76,6 +103,14 @@ class Claim:
                 payload=t.payload,
                 payload_url=t.payload_url,
                 answer_schema=t.answer_schema,
+                layout=Layout(t.layout),
+                candidate_keys=list(t.candidate_keys) if t.candidate_keys else None,
+                candidate_order=t.candidate_order,
+                review_of=None
+                if t.review_of is None
+                else ReviewOf(
+                    answer=t.review_of.answer, candidate_order=t.review_of.candidate_order
+                ),
             ),
         )
 
@@ -186,6 +221,15 @@ class Project:
         description="'count': a tooFast answer counts like any; 'exclude': never paid"
         " automatically (waits for review) and scored as wrong on gold",
     )
+    layout: Layout = strawberry.field(description="How the workbench presents the tasks.")
+    candidate_keys: list[str] | None = strawberry.field(
+        description="PAIRWISE: the payload keys of candidates a and b (null: a, b)."
+    )
+    expert_review: bool = strawberry.field(
+        description="on_review: answers are reviewed by experts holding review:<skill>."
+    )
+    review_pay_cents: int
+    pay_corrected: bool
     payload_retention_seconds: int = strawberry.field(
         description="Payloads are deleted this long after the project ends (docs/operations.md)."
     )
@@ -218,6 +262,11 @@ class Project:
             max_items_per_expert=row["max_items_per_expert"],
             min_seconds_per_task=row["min_seconds_per_task"],
             too_fast_policy=row["too_fast_policy"],
+            layout=Layout(row["layout"]),
+            candidate_keys=row["candidate_keys"],
+            expert_review=row["expert_review"],
+            review_pay_cents=row["review_pay_cents"],
+            pay_corrected=row["pay_corrected"],
             payload_retention_seconds=int(row["payload_retention"].total_seconds()),
             payloads_deleted_at=row["payloads_purged_at"],
         )

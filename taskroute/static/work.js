@@ -118,15 +118,17 @@ async function showTask(claim) {
   const t = claim.task;
   $("receipt").hidden = true;
   $("skill").textContent = `Skill: ${t.skill}`;
+  state.payload = t.payload;
   if (t.payload_url) {
     $("payload").textContent = "Loading the payload (delivered by link)…";
     const r = await fetch(t.payload_url, { headers: { Authorization: `Bearer ${state.token}` } });
-    if (r.ok) renderValue($("payload"), await r.json());
+    if (r.ok) renderValue($("payload"), state.payload = await r.json());
     else $("payload").textContent = "The payload link could not be opened; claim again for a fresh one.";
   } else {
     renderValue($("payload"), t.payload);
   }
   buildForm(t.answer_schema);
+  showLayout(t, state.payload);
   $("task").hidden = false;
   setStatus("Here is your task. Answer below and submit.");
   $("priority-hint").hidden = true;
@@ -226,7 +228,10 @@ async function submitAnswer(ev) {
   clearErrors();
   let answer;
   try {
-    if (state.objectForm) {
+    if (state.review) {
+      answer = readReview();
+      if (answer === undefined) return;
+    } else if (state.objectForm) {
       answer = {};
       for (const f of state.fields) {
         const v = readField(f);
@@ -258,6 +263,135 @@ async function submitAnswer(ev) {
   }
   if (r.status === 409 || r.status === 404) { notice(explain(r.data, r.status)); await claimNext(); }
   else setStatus(explain(r.data, r.status), true);
+}
+
+// --- layouts: GRADE, PAIRWISE, REVIEW, and the review-task view ------------------------
+// Each builds on the form above (buildForm) and the payload already shown; GENERIC is that.
+
+function showLayout(t, payload) {
+  const task = $("task");
+  task.className = `layout-${(t.layout || "GENERIC").toLowerCase()}`;
+  task.dataset.layout = t.layout || "GENERIC";
+  $("candidates").hidden = true; $("document").hidden = true;
+  $("review-of").hidden = true; $("verdict").hidden = true;
+  $("payload").hidden = false; $("fields").hidden = false;
+  state.review = null;
+  if (t.layout === "GRADE") gradeLayout(t.answer_schema);
+  else if (t.layout === "PAIRWISE") pairwiseLayout(t, payload);
+  else if (t.layout === "REVIEW") documentLayout(payload);
+  if (t.layout && t.layout !== "GENERIC") orderFields(t.answer_schema);
+  if (t.review_of) reviewTaskView(t);
+}
+
+// Stored schemas lose their key order (Postgres jsonb), so a layout's form puts the choices
+// first (the `required` order, then the others), free text last.
+function orderFields(schema) {
+  const required = (schema && Array.isArray(schema.required)) ? schema.required : [];
+  const rank = (f) => (f.kind === "string" ? 2000 : 0) +
+    (required.includes(f.name) ? required.indexOf(f.name) : 1000);
+  state.fields.sort((x, y) => rank(x) - rank(y));
+  for (const f of state.fields) $("fields").appendChild(f.wrap);
+}
+
+// A rubric: each integer criterion becomes its scale of buttons (minimum..maximum).
+function gradeLayout(schema) {
+  const props = (schema && schema.properties) || {};
+  const box = $("fields"); box.textContent = ""; state.fields = [];
+  for (const [name, sub] of Object.entries(props)) {
+    let s = sub;
+    if (sub.type === "integer" && Number.isInteger(sub.minimum) && Number.isInteger(sub.maximum)) {
+      const scale = [];
+      for (let v = sub.minimum; v <= sub.maximum; v++) scale.push(v);
+      s = { title: sub.title, enum: scale };
+    }
+    const f = makeField(name, s, name);
+    f.wrap.classList.add(name === "comment" ? "comment" : "criterion");
+    state.fields.push(f); box.appendChild(f.wrap);
+  }
+}
+
+// Two candidates side by side, in the order drawn for this assignment; the expert picks a
+// side, the answer names the candidate (a / b) so the customer can undo position bias.
+function pairwiseLayout(t, payload) {
+  const keys = t.candidate_keys || ["a", "b"];
+  const order = t.candidate_order === "ba" ? ["b", "a"] : ["a", "b"];
+  const side = { a: keys[0], b: keys[1] };
+  const panes = $("candidates"); panes.textContent = ""; panes.hidden = false;
+  order.forEach((which, i) => {
+    const pane = document.createElement("div");
+    pane.className = "candidate"; pane.dataset.candidate = which;
+    const h = document.createElement("h3"); h.textContent = i === 0 ? "Left" : "Right";
+    const body = document.createElement("div"); body.className = "candidate-body";
+    renderValue(body, payload && typeof payload === "object" ? payload[side[which]] : null);
+    pane.append(h, body); panes.appendChild(pane);
+  });
+  $("payload").hidden = true;
+  const winner = state.fields.find((f) => f.name === "winner");
+  if (!winner) return;
+  const labels = { [order[0]]: "Left is better", [order[1]]: "Right is better", tie: "A tie" };
+  const box = winner.wrap.querySelector(".choices");
+  const buttons = [...box.children];
+  const byValue = Object.fromEntries(winner.schema.enum.map((v, i) => [v, buttons[i]]));
+  box.textContent = "";
+  for (const v of [order[0], "tie", order[1]]) {
+    const b = byValue[v];
+    if (!b) continue;
+    b.textContent = labels[v]; b.dataset.value = v; box.appendChild(b);
+  }
+}
+
+// A long document scrolled beside the form.
+function documentLayout(payload) {
+  const doc = $("document"); doc.hidden = false;
+  const text = typeof payload === "string" ? payload
+    : payload && typeof payload.document === "string" ? payload.document
+    : payload && typeof payload.text === "string" ? payload.text : null;
+  if (text === null) renderValue(doc, payload); else doc.textContent = text;
+  $("payload").hidden = true;
+}
+
+// A review task: the answer under review, and accept / reject (a reason) / correct (the
+// layout's form, filled with the corrected answer).
+function reviewTaskView(t) {
+  const shown = $("review-of"); shown.hidden = false;
+  $("review-answer").textContent = JSON.stringify(t.review_of.answer, null, 2);
+  $("verdict").hidden = false;
+  state.review = { verdict: null };
+  for (const b of $("verdict").querySelectorAll("button[data-verdict]")) {
+    b.classList.remove("chosen");
+    b.onclick = () => {
+      clearErrors();
+      state.review.verdict = b.dataset.verdict;
+      for (const x of $("verdict").querySelectorAll("button")) x.classList.remove("chosen");
+      b.classList.add("chosen");
+      $("fields").hidden = b.dataset.verdict !== "correct";
+    };
+  }
+  $("review-reason").value = "";
+  $("fields").hidden = true;
+}
+
+function readReview() {
+  const verdict = state.review.verdict;
+  if (!verdict) { showError(null, "Choose accept, reject or correct."); return undefined; }
+  const answer = { verdict };
+  const reason = $("review-reason").value.trim();
+  if (reason) answer.reason = reason;
+  if (verdict === "reject" && !reason) {
+    showError(null, "Say why you reject it: the expert is owed a reason."); return undefined;
+  }
+  if (verdict === "correct") {
+    if (state.objectForm) {
+      answer.correction = {};
+      for (const f of state.fields) {
+        const v = readField(f);
+        if (v !== undefined) answer.correction[f.name] = v;
+      }
+    } else {
+      answer.correction = readField(state.fields[0]);
+    }
+  }
+  return answer;
 }
 
 function notice(text) { $("notice").textContent = text; $("notice").hidden = !text; }

@@ -16,12 +16,13 @@
 --          | 'no_project' (the scope names no project) | 'unknown_skill' (`skill` names the
 --          named skills the expert does not hold).
 -- released: the leases returned to the pool, [{skill, project_id, status, min_quality}].
+-- candidates_swapped: the pairwise layout shows candidate b on the left to this assignment.
 CREATE OR REPLACE FUNCTION taskroute_claim(
     p_expert uuid, p_skills text[], p_project uuid, p_gold_draw float8
 ) RETURNS TABLE (
     outcome text, assignment_id uuid, lease_until timestamptz, task_id uuid, project_id uuid,
     skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb,
-    payload_key text, payload_bytes integer, released jsonb
+    payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean
 )
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -98,6 +99,8 @@ BEGIN
         payload := v_claim.payload;
         payload_key := v_claim.payload_key;
         payload_bytes := v_claim.payload_bytes;
+        -- the pairwise layout's order, drawn as the assignment was inserted (queries/layouts.sql)
+        {{ assignment_candidates_swapped(v_claim.assignment_id) }} INTO candidates_swapped;
     END IF;
     RETURN NEXT;
 END
@@ -170,6 +173,8 @@ DECLARE
     v_correct boolean;
     v_fast boolean;
     v_excluded boolean;
+    v_review record;
+    v_row record;
 BEGIN
     opened := '[]';
     answer_differs := false;
@@ -201,6 +206,20 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
+    -- A review task: the reviewer is paid per review and the verdict decides the reviewed
+    -- answer (functions/reviews.sql).
+    SELECT * INTO v_review FROM taskroute_review_submit(p_assignment, p_expert, p_answer);
+    IF FOUND THEN
+        PERFORM taskroute_project_settle(v_found.project_id, true);
+        outcome := 'stored';
+        receipt_id := v_review.receipt_id;
+        submitted_at := v_review.submitted_at;
+        pay_cents := v_review.pay_cents;
+        opened := v_review.opened;
+        pay_status := 'paid';
+        RETURN NEXT;
+        RETURN;
+    END IF;
     v_fast := v_found.min_seconds_per_task IS NOT NULL AND taskroute_now()
               < v_current.claimed_at + make_interval(secs => v_found.min_seconds_per_task);
     v_excluded := v_fast AND v_found.too_fast_policy = 'exclude';
@@ -226,6 +245,14 @@ BEGIN
         opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
     ELSE
         opened := taskroute_resolve_item(v_ctx.item_id, false);
+        -- on_review with review by experts: the answer's review task (queries/reviews.sql)
+        IF v_pay.payment_policy = 'on_review' THEN
+            FOR v_row IN {{ review_open(p_assignment) }} LOOP
+                opened := opened || jsonb_build_object(
+                    'skill', v_row.skill, 'project_id', v_row.project_id,
+                    'min_quality', v_row.min_quality);
+            END LOOP;
+        END IF;
         -- The last slot done (and no adjudication or refill opened): completed.
         PERFORM taskroute_project_settle(v_ctx.project_id, true);
     END IF;

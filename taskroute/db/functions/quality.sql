@@ -171,6 +171,7 @@ DECLARE
     v_want integer := 0;
     v_pay record;
     v_pay_all boolean;
+    v_correction jsonb;
 BEGIN
     PERFORM 1 FROM ({{ item_lock(p_item) }}) l;
     {{ item_lock_state(p_item) }} INTO st;
@@ -282,6 +283,12 @@ BEGIN
         v_method := CASE WHEN v_weighted THEN 'weighted-plurality' ELSE 'plurality' END;
     ELSE
         v_status := 'adjudicating';
+    END IF;
+
+    -- An expert reviewer's correction is the label (functions/reviews.sql).
+    {{ item_review_correction(p_item) }} INTO v_correction;
+    IF FOUND THEN
+        v_status := 'resolved'; v_answer := v_correction; v_method := 'corrected';
     END IF;
 
     IF v_status = 'adjudicating' THEN

@@ -326,12 +326,23 @@ VALUES ($1, $2, $3, $4, $5);
 -- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1).
 -- The whole claim, one round trip.
 -- Plus the answer schema the claimed item's answer must match (the item's, else the
--- project's): rows that existed before the call, read by primary key in the same statement.
-SELECT c.*,
-       (SELECT coalesce(i.answer_schema, p.answer_schema)
-        FROM items i JOIN projects p ON p.id = i.project_id
-        WHERE i.id = c.item_id) AS answer_schema
-FROM taskroute_claim($1, $2, $3, $4) AS c;
+-- project's), the project's layout, and for a review task the answer under review
+-- (queries/reviews.sql): rows that existed before the call, read by primary key in the same
+-- statement.
+SELECT c.*, x.answer_schema, x.layout, x.candidate_keys, r.reviewed_answer,
+       r.reviewed_swapped
+FROM taskroute_claim($1, $2, $3, $4) AS c
+LEFT JOIN LATERAL (
+    SELECT coalesce(i.answer_schema, p.answer_schema) AS answer_schema, p.layout,
+           p.candidate_keys
+    FROM items i JOIN projects p ON p.id = i.project_id
+    WHERE i.id = c.item_id
+) x ON true
+LEFT JOIN LATERAL (
+    SELECT a.answer AS reviewed_answer, a.candidates_swapped AS reviewed_swapped
+    FROM expert_reviews er JOIN assignments a ON a.id = er.reviewed_id
+    WHERE er.task_id = c.task_id
+) r ON true;
 
 -- name: heartbeat_call
 -- $1 assignment_id, $2 expert_id. Its own transaction, committed without waiting for the WAL
@@ -351,17 +362,22 @@ SELECT * FROM taskroute_submit($1, $2, $3);
 -- keeps the subquery whole, so its WHERE is a one-time gate before the function scan) and the
 -- row carries the schema: the caller checks the answer in Python, then sends `submit_call`.
 -- Projects without a schema keep their one round trip.
+-- A review task's answer is always checked (a verdict, and a correction that must match the
+-- schema): `review` is true and the function does not run either.
 WITH s AS MATERIALIZED (
     SELECT (SELECT coalesce(i.answer_schema, p.answer_schema)
             FROM assignments a
             JOIN items i ON i.id = a.item_id
             JOIN projects p ON p.id = a.project_id
-            WHERE a.id = $1 AND a.expert_id = $2) AS answer_schema
+            WHERE a.id = $1 AND a.expert_id = $2) AS answer_schema,
+           EXISTS (SELECT 1 FROM assignments a JOIN expert_reviews er ON er.task_id = a.task_id
+                   WHERE a.id = $1 AND a.expert_id = $2) AS review
 )
-SELECT s.answer_schema, r.*
+SELECT s.answer_schema, s.review, r.*
 FROM s
 LEFT JOIN LATERAL (
-    SELECT * FROM taskroute_submit($1, $2, $3) WHERE s.answer_schema IS NULL OFFSET 0
+    SELECT * FROM taskroute_submit($1, $2, $3)
+    WHERE s.answer_schema IS NULL AND NOT s.review OFFSET 0
 ) AS r ON true;
 
 -- name: skills_not_held

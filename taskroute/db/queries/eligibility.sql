@@ -21,6 +21,8 @@ WHERE es.expert_id = $1 AND es.status = 'active' AND e.status = 'active'
 -- tag the expert lacks, belongs to an active project (not ingesting, not canceled) whose
 -- max_items_per_expert (if any) the expert has not reached, and is not an item the expert
 -- already holds, answered (redundancy needs independent experts) or released (item_releases).
+-- A review task is a slot of the reviewed item, so this also keeps a reviewer off their own
+-- answer (queries/reviews.sql).
 -- The caller states which rows it probes (status, and scope via task_in_scope): that picks
 -- the partial index. The project check is EXISTS: a scalar subquery compared with 'active'
 -- gets the planner's default selectivity (0.5%), which made it sort every open task of the

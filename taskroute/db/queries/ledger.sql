@@ -378,7 +378,7 @@ WHERE id = ANY ($1::uuid[])
 -- $1 assignment ids. Review state with what authorises reading it (expert, customer).
 SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
        a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
-       t.kind AS task_kind, a.answer, a.too_fast,
+       t.kind AS task_kind, a.answer, a.too_fast, a.candidates_swapped, p.layout,
        CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
             THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
            AS override_until
@@ -389,17 +389,18 @@ WHERE a.id = ANY ($1::uuid[]);
 
 -- name: reviews_page
 -- $1 project_id, $2 review_status (NULL: any), $3 after (submitted_at), $4 after id, $5 max
--- rows. A customer's review list: submitted work of a project, oldest first, never gold.
+-- rows. A customer's review list: submitted work of a project, oldest first, never gold
+-- (nor an expert reviewer's reviews: they are paid per review, never decided by customers).
 SELECT a.id, a.expert_id, a.project_id, p.customer_id, a.review_status, a.reviewed_at,
        a.reviewed_by, a.review_reason, a.submitted_at, a.pay_cents, p.payment_policy,
-       t.kind AS task_kind, a.answer, a.too_fast,
+       t.kind AS task_kind, a.answer, a.too_fast, a.candidates_swapped, p.layout,
        CASE WHEN a.review_status = 'rejected' AND a.reviewed_by <> 'retraction'
             THEN a.reviewed_at + make_interval(secs => p.override_seconds) END
            AS override_until
 FROM assignments a
 JOIN projects p ON p.id = a.project_id
 JOIN tasks t ON t.id = a.task_id
-WHERE a.project_id = $1 AND a.review_status IS NOT NULL AND t.kind <> 'gold'
+WHERE a.project_id = $1 AND a.review_status IS NOT NULL AND t.kind NOT IN ('gold', 'review')
   AND ($2::text IS NULL OR a.review_status = $2)
   AND (a.submitted_at, a.id) > ($3::timestamptz, $4::uuid)
 ORDER BY a.submitted_at, a.id

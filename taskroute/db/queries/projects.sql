@@ -6,15 +6,17 @@
 -- $12 answer_schema (NULL: any JSON answer), $13 payment_policy, $14 auto_approve_seconds,
 -- $15 override_seconds, $16 pay_adjudicated_disagreements,
 -- $17 payload retention in seconds, $18 flag_after_bad_item_releases, $19 max_items_per_expert,
--- $20 min_seconds_per_task, $21 too_fast_policy
+-- $20 min_seconds_per_task, $21 too_fast_policy, $22 layout, $23 candidate_keys,
+-- $24 expert_review, $25 review_pay_cents, $26 pay_corrected
 INSERT INTO projects (customer_id, name, status, priority, deadline, lease_seconds,
                       pay_cents, min_quality, redundancy, max_retries, heartbeat_timeout_seconds,
                       answer_schema, payment_policy, auto_approve_seconds, override_seconds,
                       pay_adjudicated_disagreements, payload_retention,
                       flag_after_bad_item_releases, max_items_per_expert, min_seconds_per_task,
-                      too_fast_policy)
+                      too_fast_policy, layout, candidate_keys, expert_review, review_pay_cents,
+                      pay_corrected)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-        make_interval(secs => $17::bigint), $18, $19, $20, $21)
+        make_interval(secs => $17::bigint), $18, $19, $20, $21, $22, $23, $24, $25, $26)
 RETURNING *;
 
 -- name: project_get

@@ -8,6 +8,8 @@ import logging
 
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
+from taskroute.realtime import notify
+from taskroute.resolvers import acceptance
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +28,9 @@ async def auto_approve_once(db: Database) -> int:
         if not await conn.fetchval(Q["advisory_xact_try_lock"], AUTO_APPROVE_LOCK_KEY):
             return 0
         rows = await conn.fetch(Q["assignments_auto_approve"], AUTO_APPROVE_BATCH)
+        closed = await acceptance.close_reviews(conn, [r["id"] for r in rows])
         await conn.execute(Q["gold_twins_link"], AUTO_APPROVE_BATCH)
+    notify.progress_changed(*closed)
     # Deciding locks a gold assignment, then its exposure row, as a twin's trigger does: in a
     # transaction of its own, so the exposure rows the link locked are not held meanwhile.
     async with db.transaction() as conn:
