@@ -12,7 +12,102 @@ from taskroute.resolvers import claims
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.accounts.credentials import parse_id
 
-from .common import api_route, json_object, services, viewer
+from .common import api_route, declared_body, services, viewer
+from .contract import (
+    ANY_JSON,
+    BOOLEAN,
+    INTEGER,
+    STRING,
+    TIME,
+    UUID,
+    Operation,
+    Reply,
+    array,
+    nullable,
+    obj,
+)
+
+CLAIM = obj(
+    {
+        "assignment_id": UUID,
+        "lease_until": TIME,
+        "task": obj(
+            {
+                "id": UUID,
+                "project_id": UUID,
+                "skill": STRING,
+                "priority": INTEGER,
+                "payload": {**ANY_JSON, "description": "null when payload_url is given"},
+                "payload_url": nullable(STRING),
+                "answer_schema": {**ANY_JSON, "description": "null: any JSON answer"},
+            }
+        ),
+    }
+)
+NEXT_TASK = Operation(
+    "POST",
+    "/v1/tasks/next",
+    "Claim the next task",
+    auth="expert",
+    tag="claims",
+    description="Claims the most pressing task the expert may take (or returns the one held). "
+    "No body: any skill, any project.",
+    body=obj(
+        {},
+        {
+            "project_id": {**UUID, "description": "only this project's tasks"},
+            "skills": {**array(STRING, 200), "description": "only these skills"},
+        },
+    ),
+    body_required=False,
+    replies={
+        200: Reply("the claim and its lease", CLAIM),
+        204: Reply("no task now: ask again after Retry-After seconds", headers=("Retry-After",)),
+    },
+)
+HEARTBEAT = Operation(
+    "POST",
+    "/v1/assignments/{id}/heartbeat",
+    "Extend a claim's lease",
+    auth="expert",
+    tag="claims",
+    errors=(409,),
+    replies={
+        200: Reply(
+            "the new lease",
+            obj(
+                {
+                    "assignment_id": UUID,
+                    "lease_until": TIME,
+                    "has_high_priority_tasks": BOOLEAN,
+                }
+            ),
+        )
+    },
+)
+SUBMIT = Operation(
+    "POST",
+    "/v1/assignments/{id}/submit",
+    "Submit the answer of a claim",
+    auth="expert",
+    tag="claims",
+    body=obj({"answer": {**ANY_JSON, "description": "must match the task's answer_schema"}}),
+    errors=(409,),
+    replies={
+        200: Reply(
+            "the receipt",
+            obj(
+                {
+                    "id": UUID,
+                    "assignment_id": UUID,
+                    "submitted_at": TIME,
+                    "pay_cents": INTEGER,
+                    "pay_status": STRING,
+                }
+            ),
+        )
+    },
+)
 
 
 def _claim_json(c: claims.Claim) -> dict[str, Any]:
@@ -44,7 +139,7 @@ def _receipt_json(r: claims.Receipt) -> dict[str, Any]:
 
 async def next_task(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
-    body = await json_object(request, {"project_id", "skills"})
+    body = await declared_body(request, NEXT_TASK)
     raw_scope = body.get("project_id")
     if raw_scope is not None and not isinstance(raw_scope, str):
         raise BadInput("project_id must be a string", field="project_id")
@@ -75,13 +170,13 @@ async def heartbeat(request: Request) -> Response:
 async def submit(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
     assignment_id = parse_id(request.path_params["id"], "assignment")
-    body = await json_object(request, {"answer"}, required={"answer"})
+    body = await declared_body(request, SUBMIT)
     receipt = await claims.submit(services(request).db, expert_id, assignment_id, body["answer"])
     return JSONResponse(_receipt_json(receipt))
 
 
 routes = [
-    api_route("/v1/tasks/next", next_task, methods=["POST"]),
-    api_route("/v1/assignments/{id}/heartbeat", heartbeat, methods=["POST"]),
-    api_route("/v1/assignments/{id}/submit", submit, methods=["POST"]),
+    api_route(NEXT_TASK, next_task),
+    api_route(HEARTBEAT, heartbeat),
+    api_route(SUBMIT, submit),
 ]

@@ -20,7 +20,86 @@ from taskroute.errors import BadInput
 from taskroute.resolvers import acceptance, ledger
 from taskroute.resolvers.accounts.credentials import parse_id
 
-from .common import api_route, json_object, services, viewer
+from .common import api_route, declared_body, services, viewer
+from .contract import (
+    BOOLEAN,
+    INTEGER,
+    STRING,
+    TIME,
+    UUID,
+    Operation,
+    Param,
+    Reply,
+    array,
+    nullable,
+    obj,
+)
+
+PAYOUTS_CSV = Operation(
+    "GET",
+    "/v1/payouts.csv",
+    "The payout ledger as CSV",
+    auth="any token",
+    tag="payments",
+    description="Give project_id (customers: their projects) or expert_id (experts: their "
+    "own); admins may read any. Every line, oldest first, then the undecided work as pending.",
+    query=(
+        Param("project_id", "a project's ledger", UUID),
+        Param("expert_id", "an expert's ledger", UUID),
+    ),
+    replies={200: Reply("CSV with a header row", {"type": "string"}, media="text/csv")},
+)
+REVIEW = obj(
+    {
+        "assignment_id": UUID,
+        "expert_id": UUID,
+        "project_id": UUID,
+        "status": STRING,
+        "reason": nullable(STRING),
+        "reviewed_by": nullable(STRING),
+        "reviewed_at": nullable(TIME),
+        "submitted_at": nullable(TIME),
+        "pay_cents": INTEGER,
+        "payment_policy": STRING,
+        "override_until": nullable(TIME),
+        "changed": {**BOOLEAN, "description": "did this call change the state"},
+        "note": {**nullable(STRING), "description": "why nothing changed"},
+    }
+)
+DECISION = obj(
+    {"assignment_ids": array(UUID)},
+    {"reason": {**STRING, "description": "required to reject"}},
+)
+REVIEWS = Reply("one review per assignment", obj({"reviews": array(REVIEW)}))
+APPROVE = Operation(
+    "POST",
+    "/v1/assignments/approve",
+    "Approve submitted work (batch, idempotent)",
+    auth="customer or admin",
+    tag="payments",
+    body=DECISION,
+    errors=(409,),
+    replies={200: REVIEWS},
+)
+REJECT = Operation(
+    "POST",
+    "/v1/assignments/reject",
+    "Reject submitted work with a reason (batch, idempotent)",
+    auth="customer or admin",
+    tag="payments",
+    body=DECISION,
+    errors=(409,),
+    replies={200: REVIEWS},
+)
+GET_REVIEW = Operation(
+    "GET",
+    "/v1/assignments/{id}/review",
+    "The review state of one assignment",
+    auth="any token",
+    tag="payments",
+    description="For the expert who did it, the project's customer, and admins.",
+    replies={200: Reply("the review", REVIEW)},
+)
 
 
 async def payouts_csv(request: Request) -> Response:
@@ -65,7 +144,7 @@ def _review_json(r: acceptance.Review) -> dict[str, Any]:
 
 async def _decide(request: Request, accept: bool) -> Response:
     who = await viewer(request)
-    body = await json_object(request, {"assignment_ids", "reason"})
+    body = await declared_body(request, APPROVE if accept else REJECT)
     raw = body.get("assignment_ids")
     if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
         raise BadInput("assignment_ids must be a list of ids", field="assignment_ids")
@@ -95,8 +174,8 @@ async def review(request: Request) -> Response:
 
 
 routes = [
-    api_route("/v1/payouts.csv", payouts_csv, methods=["GET"], query=("project_id", "expert_id")),
-    api_route("/v1/assignments/approve", approve, methods=["POST"]),
-    api_route("/v1/assignments/reject", reject, methods=["POST"]),
-    api_route("/v1/assignments/{id}/review", review, methods=["GET"]),
+    api_route(PAYOUTS_CSV, payouts_csv),
+    api_route(APPROVE, approve),
+    api_route(REJECT, reject),
+    api_route(GET_REVIEW, review),
 ]
