@@ -40,10 +40,10 @@ from taskroute.resolvers.jobs.sweeper import sweep_pass
 from taskroute.resolvers.jobs.table_hygiene import hygiene_once
 from taskroute.resolvers.jobs.task_counts import compact_once
 from taskroute.resolvers.jobs.webhooks import WebhookSender
-from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
 from taskroute.schema.realtime_ws import LegacyWS, TaskAvailablePlans, TransportWS
+from taskroute.schema.socket_watch import watch_websocket
 from taskroute.server import gc_tuning
 from taskroute.server.drain import Drain, DrainWebSockets
 from taskroute.server.graphql_http import SpecGraphQL
