@@ -859,8 +859,8 @@ WHERE a.id = p_assignment INTO v_found;
         RETURN NEXT;
         RETURN;
     END IF;
-    IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
+    IF (v_current.status <> 'active' OR NOT v_current.lease_live
+ OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed') THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;
@@ -1421,8 +1421,8 @@ FROM projects WHERE id = v_found.project_id INTO v_pay;
         RETURN NEXT;
         RETURN;
     END IF;
-    IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
+    IF (v_current.status <> 'active' OR NOT v_current.lease_live
+ OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed') THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;
