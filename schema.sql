@@ -2507,6 +2507,8 @@ CREATE INDEX items_payload_key_kept ON items USING btree (payload_key) WHERE ((p
 
 CREATE INDEX items_project ON items USING btree (project_id);
 
+CREATE INDEX items_project_customer ON items USING btree (project_id) WHERE (gold_answer IS NULL);
+
 CREATE UNIQUE INDEX payouts_bonus_once ON payouts USING btree (project_id, idempotency_key) WHERE (kind = 'bonus'::text);
 
 CREATE INDEX payouts_expert ON payouts USING btree (expert_id, seq);

@@ -277,6 +277,10 @@ class Project:
         return Progress(**counts)
 
     # customer views, forecast, alerts: resolvers live in project_views.py
+    item_progress: project_views.ItemProgress = strawberry.field(
+        resolver=project_views.project_item_progress,
+        description="Items done of items (progress counts answer slots: items x redundancy).",
+    )
     progress_by_skill: list[project_views.SkillProgress] = strawberry.field(
         resolver=project_views.project_progress_by_skill
     )
