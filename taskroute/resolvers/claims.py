@@ -42,6 +42,9 @@ class ClaimedTask:
     payload_url: str | None = None
     # What an answer must be (JSON Schema: the item's, else the project's); None: any JSON.
     answer_schema: Any = None
+    # The project's instructions version this claim was given under (None: none); the text
+    # is read by `instructions.get`, cached per process, only when a client asks for it.
+    instructions_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def _claim_from_row(row: asyncpg.Record, urls: PayloadUrls | None) -> Claim:
         payload,
         payload_url,
         row["answer_schema"],
+        row["instructions_version"],
     )
     return Claim(row["assignment_id"], row["lease_until"], task)
 

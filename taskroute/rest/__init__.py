@@ -2,12 +2,23 @@
 
 from starlette.routing import BaseRoute
 
-from . import batches, claims, dashboard, ledger, projects, quality, realtime, workbench
+from . import (
+    batches,
+    claims,
+    dashboard,
+    instructions,
+    ledger,
+    projects,
+    quality,
+    realtime,
+    workbench,
+)
 from .common import error_response
 
 routes: list[BaseRoute] = [
     *claims.routes,
     *projects.routes,
+    *instructions.routes,
     *batches.routes,
     *quality.routes,
     *ledger.routes,
