@@ -32,7 +32,7 @@ async def test_versions_are_kept_and_each_answer_records_the_one_it_was_given_un
     assert first["task"]["instructions"] is None
     await api.submit(expert["token"], first["assignmentId"], {"grade": 1})
 
-    v1 = (await api.gql(SET, {"p": pid, "m": "# Grading\n\nBe *fair*."}, customer["token"]))
+    v1 = await api.gql(SET, {"p": pid, "m": "# Grading\n\nBe *fair*."}, customer["token"])
     assert v1["setInstructions"]["version"] == 1
     v2 = await api.gql(SET, {"p": pid, "m": "# Grading v2", "r": True}, customer["token"])
     assert v2["setInstructions"]["version"] == 2
@@ -46,7 +46,7 @@ async def test_versions_are_kept_and_each_answer_records_the_one_it_was_given_un
     assert again["assignmentId"] == claim["assignmentId"]
     assert again["task"]["instructions"]["version"] == 2
     await api.submit(expert["token"], claim["assignmentId"], {"grade": 2})
-    recorded = await db.fetch("SELECT id, instructions_version FROM assignments ORDER BY claimed_at")
+    recorded = await db.fetch("SELECT instructions_version FROM assignments ORDER BY claimed_at")
     assert [r["instructions_version"] for r in recorded] == [None, 2]
 
     project = (await api.gql(PROJECT, {"p": pid}, customer["token"]))["project"]

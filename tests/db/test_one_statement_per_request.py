@@ -179,7 +179,7 @@ async def test_a_claim_with_instructions_stays_one_statement(
     expert = await api.create_expert(["grading"])
     created = await api.create_project(customer["token"], tasks_of("grading", 1))
     await api.gql(
-        "mutation($p: ID!) { setInstructions(projectId: $p, markdown: \"# Grade it\") { version } }",
+        'mutation($p: ID!) { setInstructions(projectId: $p, markdown: "# Grade it") { version } }',
         {"p": created["project"]["id"]},
         customer["token"],
     )
