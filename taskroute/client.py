@@ -18,6 +18,11 @@
   is kept on the task as `task.lost` and raised by `task.submit` and `task.check()`; an answer
   the project's schema refuses raises `AnswerRefused` and the task stays held (fix, resubmit).
 
+- Leaving `async with Worker(...)` with a task still held (Ctrl-C, an exception, a `break`)
+  releases it (reason SKIP): it is open for others at once instead of waiting out the
+  heartbeat timeout. `run(main())` is `asyncio.run` that turns Ctrl-C into exit status 130
+  (the shell's convention for SIGINT) without a traceback.
+
 For a customer's webhook receiver, `verify_webhook(secret, headers, body)` checks a delivery's
 Standard Webhooks signature and timestamp and returns its JSON payload (docs/api.md, Webhooks).
 """
@@ -34,8 +39,9 @@ import json
 import logging
 import os
 import random
+import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +59,9 @@ GOING_AWAY = 1001
 
 PROTOCOL = Subprotocol("graphql-transport-ws")
 TASK_AVAILABLE = "subscription($s: [String!]) { taskAvailable(skills: $s) { skill } }"
+
+# Exit status after Ctrl-C: 128 + SIGINT, what a shell reports for a process it interrupted.
+INTERRUPTED = 130
 
 
 class WebhookVerificationError(Exception):
@@ -134,6 +143,8 @@ class Task:
     # the project was canceled: no more heartbeats, but a submit within the lease still counts
     canceled: bool = False
     receipt: dict[str, Any] | None = None
+    # the reason it was given back with (`release`)
+    released: str | None = None
     _heartbeat: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def check(self) -> None:
@@ -161,6 +172,23 @@ class Task:
         self.receipt = r.json()
         self._stop_heartbeat()
         return self.receipt
+
+    async def release(self, reason: str = "SKIP") -> dict[str, Any]:
+        """Give the claim back (SKIP, CANNOT_ANSWER, BAD_ITEM): open for others at once, and
+        never offered to this expert again. One attempt, no retries: the server bounds
+        releases per hour (TOO_MANY_RELEASES), and a lost release only waits out the lease."""
+        self._stop_heartbeat()
+        r = await self.worker.http.post(
+            f"/v1/assignments/{self.assignment_id}/release", json={"reason": reason}
+        )
+        self.worker.raise_for(r)
+        self.released = reason
+        return dict(r.json())
+
+    @property
+    def held(self) -> bool:
+        """Still this expert's: neither submitted, released nor lost."""
+        return self.receipt is None and self.released is None and self.lost is None
 
     def _lose(self, exc: LeaseLost) -> None:
         if self.lost is None:
@@ -206,6 +234,7 @@ class Worker:
         recheck_every: float = 30.0,
         retry_for: float = 120.0,
         timeout: float = 30.0,
+        release_timeout: float = 5.0,
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
@@ -214,6 +243,9 @@ class Worker:
         self.recheck_every = recheck_every
         # how long a request keeps retrying network errors and 503s before giving up
         self.retry_for = retry_for
+        self.release_timeout = release_timeout
+        # the last task claimed: released on exit while still held
+        self.current: Task | None = None
         self.http = httpx.AsyncClient(
             base_url=self.url,
             headers={"Authorization": f"Bearer {token}"},
@@ -227,7 +259,23 @@ class Worker:
         await self.close()
 
     async def close(self) -> None:
-        await self.http.aclose()
+        """Releases a task still held (reason SKIP), then closes the connections."""
+        try:
+            await self._release_held()
+        finally:
+            await self.http.aclose()
+
+    async def _release_held(self) -> None:
+        task, self.current = self.current, None
+        if task is None or not task.held:
+            return
+        task._stop_heartbeat()
+        try:
+            # Bounded: stopping must not hang on a server that is away.
+            async with asyncio.timeout(self.release_timeout):
+                await task.release("SKIP")
+        except (ClientError, httpx.HTTPError, TimeoutError) as exc:
+            log.warning("could not release task %s on exit: %s", task.id, exc)
 
     # --- requests ------------------------------------------------------------------------
 
@@ -298,6 +346,7 @@ class Worker:
             answer_schema=t.get("answer_schema"),
         )
         task._heartbeat = asyncio.create_task(task._keep_alive(), name="taskroute-heartbeat")
+        self.current = task
         return task
 
     async def tasks(
@@ -586,3 +635,13 @@ async def _server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[
                 event = value
             elif name == "data":
                 data.append(value)
+
+
+def run(main: Coroutine[Any, Any, Any]) -> Any:
+    """`asyncio.run(main)`, stopping cleanly on Ctrl-C: `main` is cancelled (so `async with
+    Worker` releases a held task), then the process exits with status 130, no traceback."""
+    try:
+        return asyncio.run(main)
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED) from None

@@ -50,6 +50,9 @@ class ClaimedTask:
     candidate_order: str | None = None
     # A review task (reviews.py): the answer under review; None for other work.
     review_of: ReviewOf | None = None
+    # The project's instructions version this claim was given under (None: none); the text
+    # is read by `instructions.get`, cached per process, only when a client asks for it.
+    instructions_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ def _claim_from_row(row: asyncpg.Record, urls: PayloadUrls | None) -> Claim:
         (keys[0], keys[1]) if keys else ("a", "b") if layout == "PAIRWISE" else None,
         candidate_order(layout, row["candidates_swapped"]),
         review_of,
+        row["instructions_version"],
     )
     return Claim(row["assignment_id"], row["lease_until"], task)
 

@@ -7,6 +7,7 @@ from . import (
     claims,
     dashboard,
     exports,
+    instructions,
     ledger,
     projects,
     quality,
@@ -19,6 +20,7 @@ from .common import error_response
 routes: list[BaseRoute] = [
     *claims.routes,
     *projects.routes,
+    *instructions.routes,
     *batches.routes,
     *quality.routes,
     *exports.routes,

@@ -8,14 +8,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from taskroute.errors import BadInput
-from taskroute.resolvers import claims
+from taskroute.resolvers import claims, instructions
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.accounts.credentials import parse_id
 
 from .common import api_route, json_object, services, viewer
 
 
-def _claim_json(c: claims.Claim) -> dict[str, Any]:
+def _claim_json(c: claims.Claim, given: instructions.Instructions | None) -> dict[str, Any]:
     t = c.task
     return {
         "assignment_id": str(c.assignment_id),
@@ -34,6 +34,14 @@ def _claim_json(c: claims.Claim) -> dict[str, Any]:
             "review_of": None
             if t.review_of is None
             else {"answer": t.review_of.answer, "candidate_order": t.review_of.candidate_order},
+            # the version this claim was given under (null: none); cached per process
+            "instructions": None
+            if given is None
+            else {
+                "version": given.version,
+                "markdown": given.markdown,
+                "allow_remote_images": given.allow_remote_images,
+            },
         },
     }
 
@@ -64,7 +72,8 @@ async def next_task(request: Request) -> Response:
     if claim is None:
         retry = str(services(request).settings.retry_after)
         return Response(status_code=204, headers={"Retry-After": retry})
-    return JSONResponse(_claim_json(claim))
+    given = await instructions.get(s.db, claim.task.project_id, claim.task.instructions_version)
+    return JSONResponse(_claim_json(claim, given))
 
 
 async def heartbeat(request: Request) -> Response:

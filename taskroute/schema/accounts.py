@@ -23,6 +23,7 @@ from taskroute.schema.paging import page_info
 
 from .context import Context
 from .inputs import SkillInput, as_dict
+from .my_work import Earnings, WorkConnection, expert_earnings, expert_work
 from .types import Credential
 
 Info = strawberry.Info[Context, None]
@@ -131,6 +132,15 @@ class Expert:
             info.context.db, parse_id(self.id), info.context.settings.releases_per_hour
         )
         return at
+
+    work: WorkConnection = strawberry.field(
+        resolver=expert_work,
+        description="The expert's submitted answers, newest first, with their pay state"
+        " (the expert themself, or an admin).",
+    )
+    earnings: Earnings = strawberry.field(
+        resolver=expert_earnings, description="Totals of the expert's work and bonuses."
+    )
 
     @strawberry.field(description="The live claim, if any.")
     async def current_claim(self, info: Info) -> CurrentClaim | None:

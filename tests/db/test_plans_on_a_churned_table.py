@@ -194,7 +194,7 @@ async def test_submit_statements_probe_indexes_on_a_churned_table(
         "assignment_get": (a,),
         "task_lock": (t,),
         "assignment_lock": (a,),
-        "assignment_submit": (a, '{"label": 1}', 10, "on_submit"),
+        "assignment_submit": (a, '{"label": 1}', 10, "on_submit", False),
         "task_done": (t, a),
         "payout_insert": (a, e, w["project"], 10),
         "quality_submit_context": (t,),
