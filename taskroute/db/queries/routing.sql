@@ -286,6 +286,76 @@ boosted AS (
 )
 SELECT skill, project_id, count(*)::int AS boosted FROM boosted GROUP BY skill, project_id;
 
+-- name: routing_class_lift
+-- $1 clock (NULL: taskroute_now()), $2 window in seconds, $3 the projects' least share inside
+-- their class.
+-- Fairness inside a class, where the integer priority is otherwise a strict order: in a
+-- saturated skill (as routing_fair_boost), each project without a deadline and with open work
+-- there is due `$3 / n` of its class's claims in the skill over the window (counting the next
+-- one), n being the class's projects competing there (two at least: alone, a project gets the
+-- class's every claim). A project below its due gets just enough of its next open tasks (by
+-- the usual order) lifted to the top of its class (routing_class_lift: ahead of the class's
+-- other rows, behind every row of the class above), plus one ahead; lifts not yet claimed
+-- count as paid. So a project that got nothing in the window is lifted by the first pass that
+-- sees it, and the next expert asking in that skill takes its task unless the classes above
+-- have work there. Where experts keep up nothing is lifted, and priority orders the class.
+-- Run after routing_fair_boost (which it leaves alone: rows boosted across classes are above).
+WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
+recent AS (
+    SELECT t.skill, a.project_id, count(*)::int AS n
+    FROM clock, assignments a JOIN tasks t ON t.id = a.task_id
+    WHERE a.claimed_at > clock.now_ - make_interval(secs => $2) AND a.claimed_at <= clock.now_
+    GROUP BY t.skill, a.project_id
+),
+totals AS (SELECT skill, sum(n)::int AS total FROM recent GROUP BY skill),
+saturated AS (
+    SELECT tt.skill FROM totals tt
+    WHERE (SELECT count(*) FROM (SELECT 1 FROM tasks t
+                                 WHERE t.skill = tt.skill AND t.status = 'open'
+                                 LIMIT tt.total) w) >= tt.total
+),
+competing AS (
+    SELECT sa.skill, p.id AS project_id, p.priority, routing_class(p.priority) AS cls,
+           count(*) OVER (PARTITION BY sa.skill, routing_class(p.priority)) AS rivals
+    FROM saturated sa CROSS JOIN projects p
+    WHERE p.status = 'active' AND p.deadline IS NULL
+      -- OFFSET 0: one probe of tasks_open_project per (skill, project) (as routing_fair_boost)
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.project_id = p.id AND t.skill = sa.skill AND t.status = 'open'
+                  OFFSET 0)
+),
+class_got AS (
+    SELECT r.skill, routing_class(p.priority) AS cls, sum(r.n)::int AS got
+    FROM recent r JOIN projects p ON p.id = r.project_id
+    GROUP BY r.skill, routing_class(p.priority)
+),
+owed AS (
+    SELECT c.skill, c.project_id, c.priority,
+           (ceil($3::float8 / c.rivals * (coalesce(g.got, 0) + 1)) - coalesce(r.n, 0)
+            - (SELECT count(*) FROM tasks t
+               WHERE t.project_id = c.project_id AND t.skill = c.skill AND t.status = 'open'
+                 AND t.eff_priority >= routing_class_lift(c.priority, -1000)))::int AS n
+    FROM competing c
+    LEFT JOIN class_got g ON g.skill = c.skill AND g.cls = c.cls
+    LEFT JOIN recent r ON r.skill = c.skill AND r.project_id = c.project_id
+    WHERE c.rivals > 1 AND $3::float8 > 0
+),
+lifted AS (
+    UPDATE tasks t SET eff_priority = routing_class_lift(o.priority, t.priority)
+    FROM owed o
+    CROSS JOIN LATERAL (
+        SELECT t2.id FROM tasks t2
+        WHERE t2.project_id = o.project_id AND t2.skill = o.skill AND t2.status = 'open'
+          AND t2.eff_priority < routing_class_lift(o.priority, -1000)
+        ORDER BY t2.eff_priority DESC, t2.seq
+        LIMIT o.n
+        FOR UPDATE SKIP LOCKED
+    ) pick
+    WHERE o.n > 0 AND t.id = pick.id
+    RETURNING t.skill, t.project_id
+)
+SELECT skill, project_id, count(*)::int AS lifted FROM lifted GROUP BY skill, project_id;
+
 -- name: routing_scarcity_refresh
 -- $1 clock (NULL: taskroute_now()), $2 active window in seconds: experts seen (or created)
 -- within it count as active. $3 skills and $4 their typical seconds per task (parallel; from the
