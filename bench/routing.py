@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
+import math
 import os
 import sys
 import time
@@ -88,7 +89,10 @@ async def load_world(url: str, world: World, base: datetime) -> None:
                     customer,
                     f"p{i}-{p.cls}",
                     p.priority,
-                    base + timedelta(seconds=p.deadline),
+                    base + timedelta(seconds=p.deadline) if p.deadline < math.inf else None,
+                    7 * 86400,
+                    # simulated experts never leave mid-task and send no heartbeats: presence
+                    # from the heartbeat (presence_overdue) must not count them gone
                     7 * 86400,
                     base + timedelta(seconds=p.release),
                 )
@@ -101,6 +105,7 @@ async def load_world(url: str, world: World, base: datetime) -> None:
                 "priority",
                 "deadline",
                 "lease_seconds",
+                "heartbeat_timeout_seconds",
                 "created_at",
             ],
         )

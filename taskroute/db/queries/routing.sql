@@ -358,8 +358,8 @@ SELECT skill, project_id, count(*)::int AS lifted FROM lifted GROUP BY skill, pr
 
 -- name: routing_scarcity_refresh
 -- $1 clock (NULL: taskroute_now()), $2 active window in seconds: experts seen (or created)
--- within it count as active. $3 skills and $4 their typical seconds per task (parallel; from the
--- forecasts' measured pace; a skill missing gets the median of those given, or 1: counting
+-- within it count as active (not a holder whose heartbeats stopped: presence_overdue). $3
+-- skills and $4 their typical seconds per task (parallel; from the forecasts' measured pace; a skill missing gets the median of those given, or 1: counting
 -- tasks), $5 scarcity ratio. Rewrites skill_scarcity: per skill, active qualified experts,
 -- open backlog in tasks and in seconds of work, and whether the skill is scarce: its other
 -- active holders (an expert deciding asks who else could do the work) per second of backlog
@@ -379,6 +379,14 @@ helpers AS (
     FROM clock, expert_skills es JOIN experts e ON e.id = es.expert_id
     WHERE es.status = 'active' AND e.status = 'active'
       AND coalesce(e.last_seen_at, e.created_at) > clock.now_ - make_interval(secs => $2)
+      -- a holder whose heartbeats stopped (presence_overdue) is gone, though its lease runs;
+      -- one probe of its live claim (assignments_one_active)
+      AND NOT EXISTS (SELECT 1 FROM assignments a JOIN projects p ON p.id = a.project_id
+                      WHERE a.expert_id = e.id AND a.status = 'active'
+                        AND a.lease_until > clock.now_
+                        AND presence_overdue(e.last_seen_at, a.claimed_at,
+                                             p.heartbeat_timeout_seconds, p.lease_seconds,
+                                             clock.now_))
     GROUP BY es.skill
 ),
 measured AS (
