@@ -76,14 +76,15 @@ RETURN routing_eff_priority(project_priority, true, task_priority)
 
 -- Presence from the heartbeat: an expert holding a live claim whose heartbeats stopped (not
 -- seen, by claim or heartbeat, for two heartbeat intervals) is not working, even while the lease
--- runs and before the sweeper's timeout ends the claim. The interval is the documented client
--- cadence (docs/api.md, Heartbeats): every minute or a third of the project's heartbeat timeout
--- (capped by the lease, as the sweeper caps it), whichever is shorter. The forecast's present
--- experts and in-flight tasks and the routing job's active experts read it.
+-- runs and before the sweeper's timeout ends the claim. The interval is a third of the
+-- project's heartbeat timeout (capped by the lease, as the sweeper caps it): clients beat at
+-- least that often (docs/api.md, Heartbeats), so two missed beats are a closed tab, not a
+-- slow network. The forecast's present experts and in-flight tasks and the routing job's
+-- active experts read it.
 CREATE OR REPLACE FUNCTION presence_overdue(
     last_seen timestamptz, claimed timestamptz, heartbeat_timeout integer, lease integer,
     now_ timestamptz
 ) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN greatest(last_seen, claimed)
-       < now_ - make_interval(secs => 2 * least(60.0, least(heartbeat_timeout, lease) / 3.0));
+       < now_ - make_interval(secs => 2 * least(heartbeat_timeout, lease) / 3.0);
