@@ -27,8 +27,8 @@ ORDER BY ord RETURNING id;
 
 -- name: bench_expert_skills
 -- $1 expert ids, $2 skills (parallel arrays, one row per pair).
-INSERT INTO expert_skills (expert_id, skill, quality)
-SELECT e, s, 1.0 FROM unnest($1::uuid[], $2::text[]) AS u(e, s);
+INSERT INTO expert_skills (expert_id, skill, quality, starting_quality)
+SELECT e, s, 1.0, 1.0 FROM unnest($1::uuid[], $2::text[]) AS u(e, s);
 
 -- name: bench_credentials
 -- $1 expert ids, $2 token hashes (parallel arrays).
