@@ -62,14 +62,16 @@ async def _world(db: asyncpg.Connection) -> tuple[Any, Any, Any]:
     expert = await db.fetchval("INSERT INTO experts (name) VALUES ('e') RETURNING id")
     # The expert holds the rare skill and one of the flooded ones.
     await db.execute(
-        "INSERT INTO expert_skills (expert_id, skill) VALUES ($1, 'rare'), ($1, 'bulk-7')",
+        "INSERT INTO expert_skills (expert_id, skill, starting_quality)"
+        " VALUES ($1, 'rare', 1), ($1, 'bulk-7', 1)",
         expert,
     )
     others = await db.fetch(
         "INSERT INTO experts (name) SELECT 'o' || g FROM generate_series(1, 20) g RETURNING id"
     )
     await db.execute(
-        "INSERT INTO expert_skills (expert_id, skill) SELECT unnest($1::uuid[]), 'bulk-7'",
+        "INSERT INTO expert_skills (expert_id, skill, starting_quality)"
+        " SELECT unnest($1::uuid[]), 'bulk-7', 1",
         [r["id"] for r in others],
     )
     await db.execute("ANALYZE")
