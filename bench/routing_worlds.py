@@ -115,8 +115,7 @@ WORLDS: dict[str, WorldSpec] = {
         ),
         WorldSpec(
             "one-class",
-            "12 NORMAL projects differing only in integer priority (-22..22), none with a"
-            " deadline",
+            "12 NORMAL projects differing only in integer priority (-24..20), none with a deadline",
             projects=12,
             class_mix=(0.0, 1.0, 0.0),
             deadline_free=1.0,

@@ -1,7 +1,8 @@
 """Presence from the heartbeat: experts who closed their tabs, each still holding a task, stop
 counting as working two heartbeat intervals after their last heartbeat (an interval is a third
-of the project's heartbeat timeout: 300 s by default, so 200 s), in the forecast and in the routing job's
-scarcity, while their leases still run and before the sweeper's timeout ends the claims.
+of the project's heartbeat timeout: 300 s by default, so 200 s), in the forecast and in the
+routing job's scarcity, while their leases still run and before the sweeper's timeout ends the
+claims.
 """
 
 from __future__ import annotations

@@ -293,7 +293,7 @@ SELECT skill, project_id, count(*)::int AS boosted FROM boosted GROUP BY skill, 
 -- saturated skill (as routing_fair_boost), each project without a deadline and with open work
 -- there is due `$3 / n` of its class's claims in the skill over the window (counting the next
 -- one), n being the class's projects competing there (two at least: alone, a project gets the
--- class's every claim). A project below its due gets just enough of its next open tasks (by
+-- class's every claim), once the class got a claim there in the window. A project below its due gets just enough of its next open tasks (by
 -- the usual order) lifted to the top of its class (routing_class_lift: ahead of the class's
 -- other rows, behind every row of the class above), plus one ahead; lifts not yet claimed
 -- count as paid. So a project that got nothing in the window is lifted by the first pass that
@@ -338,7 +338,19 @@ owed AS (
     FROM competing c
     LEFT JOIN class_got g ON g.skill = c.skill AND g.cls = c.cls
     LEFT JOIN recent r ON r.skill = c.skill AND r.project_id = c.project_id
-    WHERE c.rivals > 1 AND $3::float8 > 0
+    -- a class served nothing in the window is short as a class (routing_fair_boost's
+    -- business), not unfair among its projects: lifting one of them would only pass the
+    -- deadline-bumped work that took its turn
+    WHERE c.rivals > 1 AND $3::float8 > 0 AND g.got > 0
+      -- a deadline first: while a deadline-bumped project has open work at this class's
+      -- level in the skill, nothing is lifted past it (the bump ends with its deadline)
+      AND NOT EXISTS (
+          SELECT 1 FROM projects b
+          WHERE b.deadline_bumped AND b.status = 'active'
+            AND routing_class(routing_eff_priority(b.priority, true, 0) / 10000) = c.cls
+            AND EXISTS (SELECT 1 FROM tasks t
+                        WHERE t.project_id = b.id AND t.skill = c.skill AND t.status = 'open'
+                        OFFSET 0))
 ),
 lifted AS (
     UPDATE tasks t SET eff_priority = routing_class_lift(o.priority, t.priority)
