@@ -59,6 +59,10 @@ BEGIN
     RAISE EXCEPTION 'payouts is an append-only ledger: write a reversal line instead';
 END $$;
 
+CREATE FUNCTION presence_overdue(last_seen timestamp with time zone, claimed timestamp with time zone, heartbeat_timeout integer, lease integer, now_ timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN (GREATEST(last_seen, claimed) < (now_ - make_interval(secs => ((((2 * LEAST(heartbeat_timeout, lease)))::numeric / 3.0))::double precision)));
+
 CREATE FUNCTION project_quality_default() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -75,13 +79,21 @@ CREATE FUNCTION routing_fair_threshold() RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN 50000000;
 
+CREATE FUNCTION routing_unlift(eff_priority integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (eff_priority - CASE WHEN ((eff_priority >= 11499000) AND (eff_priority <= 11501000)) THEN 10500000 WHEN ((eff_priority >= 994000) AND (eff_priority <= 996000)) THEN 995000 WHEN ((eff_priority >= '-996000'::integer) AND (eff_priority <= '-994000'::integer)) THEN 5000 ELSE 0 END);
+
 CREATE FUNCTION routing_base_priority(eff_priority integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE WHEN (eff_priority >= routing_fair_threshold()) THEN (eff_priority - routing_fair_boost()) ELSE eff_priority END;
+    RETURN routing_unlift(CASE WHEN (eff_priority >= routing_fair_threshold()) THEN (eff_priority - routing_fair_boost()) ELSE eff_priority END);
 
 CREATE FUNCTION routing_class(project_priority integer) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN (project_priority >= 100) THEN 'high'::text WHEN (project_priority <= '-100'::integer) THEN 'low'::text ELSE 'normal'::text END;
+
+CREATE FUNCTION routing_class_lift(project_priority integer, task_priority integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (CASE routing_class(project_priority) WHEN 'high'::text THEN 11500000 WHEN 'normal'::text THEN 995000 ELSE '-995000'::integer END + task_priority);
 
 CREATE FUNCTION routing_eff_priority(project_priority integer, bumped boolean, task_priority integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -114,8 +114,8 @@ async def build_churned(db: asyncpg.Connection, _facts: dict[str, Any]) -> dict[
         )
     ]
     await db.execute(
-        "INSERT INTO expert_skills (expert_id, skill, quality)"
-        " SELECT e, 'skill' || (k % 50), 1.0 FROM unnest($1::uuid[]) WITH ORDINALITY u(e, k)",
+        "INSERT INTO expert_skills (expert_id, skill, quality, starting_quality)"
+        " SELECT e, 'skill' || (k % 50), 1.0, 1.0 FROM unnest($1::uuid[]) WITH ORDINALITY u(e, k)",
         experts,
     )
     await db.execute(

@@ -1,0 +1,24 @@
+-- A claim the admission gate would refuse (db/admission.py) is answered anyway when its expert
+-- already holds a live claim: the answer is that claim, and finding it is one probe of the
+-- expert's live assignment (assignments_one_active), run outside the claim line (PROTECT) and
+-- without the claim's expert-row lock. A double click must never turn a held task into
+-- "come back later".
+
+-- name: expert_holds_claim
+-- $1 expert_id. Whether the expert holds a live claim (the door's question, graphql_http.py).
+SELECT EXISTS (
+    SELECT 1 FROM assignments a
+    WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > taskroute_now()
+);
+
+-- name: claim_held
+-- $1 expert_id. The expert's live claim as claim_call returns it (outcome 'held', no released
+-- leases), or no row; nothing written (the claim's own path also records presence and an
+-- audit row: heartbeats record presence, and the claim was recorded when it was made). An
+-- expert no longer active gets no row, as from the claim.
+SELECT 'held' AS outcome, h.*, '[]'::jsonb AS released,
+       (SELECT coalesce(i.answer_schema, p.answer_schema)
+        FROM items i JOIN projects p ON p.id = i.project_id
+        WHERE i.id = h.item_id) AS answer_schema
+FROM ({{ assignment_active_for_expert($1) }}) h
+JOIN experts e ON e.id = $1 AND e.status = 'active';
