@@ -59,6 +59,10 @@ BEGIN
     RAISE EXCEPTION 'payouts is an append-only ledger: write a reversal line instead';
 END $$;
 
+CREATE FUNCTION presence_overdue(last_seen timestamp with time zone, claimed timestamp with time zone, heartbeat_timeout integer, lease integer, now_ timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN (GREATEST(last_seen, claimed) < (now_ - make_interval(secs => ((((2 * LEAST(heartbeat_timeout, lease)))::numeric / 3.0))::double precision)));
+
 CREATE FUNCTION project_quality_default() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -75,13 +79,21 @@ CREATE FUNCTION routing_fair_threshold() RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN 50000000;
 
+CREATE FUNCTION routing_unlift(eff_priority integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (eff_priority - CASE WHEN ((eff_priority >= 11499000) AND (eff_priority <= 11501000)) THEN 10500000 WHEN ((eff_priority >= 994000) AND (eff_priority <= 996000)) THEN 995000 WHEN ((eff_priority >= '-996000'::integer) AND (eff_priority <= '-994000'::integer)) THEN 5000 ELSE 0 END);
+
 CREATE FUNCTION routing_base_priority(eff_priority integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE WHEN (eff_priority >= routing_fair_threshold()) THEN (eff_priority - routing_fair_boost()) ELSE eff_priority END;
+    RETURN routing_unlift(CASE WHEN (eff_priority >= routing_fair_threshold()) THEN (eff_priority - routing_fair_boost()) ELSE eff_priority END);
 
 CREATE FUNCTION routing_class(project_priority integer) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN (project_priority >= 100) THEN 'high'::text WHEN (project_priority <= '-100'::integer) THEN 'low'::text ELSE 'normal'::text END;
+
+CREATE FUNCTION routing_class_lift(project_priority integer, task_priority integer) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN (CASE routing_class(project_priority) WHEN 'high'::text THEN 11500000 WHEN 'normal'::text THEN 995000 ELSE '-995000'::integer END + task_priority);
 
 CREATE FUNCTION routing_eff_priority(project_priority integer, bumped boolean, task_priority integer) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -95,7 +107,16 @@ CREATE FUNCTION taskroute_answer_key(p_answer jsonb, p_field text) RETURNS jsonb
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN (p_field IS NULL) THEN p_answer WHEN (jsonb_typeof(p_answer) = 'object'::text) THEN (p_answer -> p_field) ELSE NULL::jsonb END;
 
-CREATE FUNCTION taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean)
+CREATE FUNCTION taskroute_assignment_instructions() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    SELECT instructions_version FROM projects WHERE id = NEW.project_id INTO NEW.instructions_version;
+    RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean, instructions_version integer)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -423,6 +444,8 @@ VALUES (p_expert, v_claim.customer_id, v_claim.project_id, v_claim.task_id, 'cla
         payload_bytes := v_claim.payload_bytes;
         -- the pairwise layout's order, drawn as the assignment was inserted (queries/layouts.sql)
         SELECT candidates_swapped FROM assignments WHERE id = v_claim.assignment_id INTO candidates_swapped;
+        -- the version this claim records (functions/instructions.sql), for its text's cache
+        SELECT instructions_version FROM assignments WHERE id = v_claim.assignment_id INTO instructions_version;
     END IF;
     RETURN NEXT;
 END
@@ -859,8 +882,8 @@ WHERE a.id = p_assignment INTO v_found;
         RETURN NEXT;
         RETURN;
     END IF;
-    IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
+    IF (v_current.status <> 'active' OR NOT v_current.lease_live
+ OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed') THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;
@@ -1421,8 +1444,8 @@ FROM projects WHERE id = v_found.project_id INTO v_pay;
         RETURN NEXT;
         RETURN;
     END IF;
-    IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
+    IF (v_current.status <> 'active' OR NOT v_current.lease_live
+ OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed') THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;
@@ -1717,6 +1740,7 @@ CREATE TABLE assignments (
     review_reason text,
     too_fast boolean DEFAULT false NOT NULL,
     candidates_swapped boolean DEFAULT (random() < (0.5)::double precision),
+    instructions_version integer,
     CONSTRAINT assignments_review_status_check CHECK ((review_status = ANY (ARRAY['submitted'::text, 'accepted'::text, 'rejected'::text]))),
     CONSTRAINT assignments_status_check CHECK ((status = ANY (ARRAY['active'::text, 'submitted'::text, 'expired'::text, 'released'::text])))
 )
@@ -1968,6 +1992,15 @@ ALTER TABLE project_alerts ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE project_instructions (
+    project_id uuid NOT NULL,
+    version integer NOT NULL,
+    markdown text NOT NULL,
+    allow_remote_images boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
+    CONSTRAINT project_instructions_version_check CHECK ((version >= 1))
+);
+
 CREATE TABLE project_priority_events (
     seq bigint NOT NULL,
     project_id uuid NOT NULL,
@@ -2075,6 +2108,7 @@ CREATE TABLE projects (
     expert_review boolean DEFAULT false NOT NULL,
     review_pay_cents integer DEFAULT 0 NOT NULL,
     pay_corrected boolean DEFAULT false NOT NULL,
+    instructions_version integer,
     CONSTRAINT projects_auto_approve_seconds_check CHECK (((auto_approve_seconds >= 0) AND (auto_approve_seconds <= 2592000))),
     CONSTRAINT projects_candidate_keys_check CHECK ((cardinality(candidate_keys) = 2)),
     CONSTRAINT projects_completed_at_check CHECK (((status = 'completed'::text) = (completed_at IS NOT NULL))),
@@ -2395,6 +2429,9 @@ ALTER TABLE ONLY project_alerts
 ALTER TABLE ONLY project_alerts
     ADD CONSTRAINT project_alerts_seq_key UNIQUE (seq);
 
+ALTER TABLE ONLY project_instructions
+    ADD CONSTRAINT project_instructions_pkey PRIMARY KEY (project_id, version);
+
 ALTER TABLE ONLY project_priority_events
     ADD CONSTRAINT project_priority_events_pkey PRIMARY KEY (seq);
 
@@ -2461,7 +2498,11 @@ CREATE UNIQUE INDEX assignments_expert_item ON assignments USING btree (item_id,
 
 CREATE INDEX assignments_expert_project ON assignments USING btree (expert_id, project_id) WHERE (status = ANY (ARRAY['active'::text, 'submitted'::text]));
 
+CREATE INDEX assignments_expert_rejected ON assignments USING btree (expert_id, submitted_at DESC, id DESC) WHERE (review_status = 'rejected'::text);
+
 CREATE INDEX assignments_expert_review_pending ON assignments USING btree (expert_id) WHERE (review_status = 'submitted'::text);
+
+CREATE INDEX assignments_expert_submitted ON assignments USING btree (expert_id, submitted_at DESC, id DESC) WHERE (status = 'submitted'::text);
 
 CREATE UNIQUE INDEX assignments_one_active ON assignments USING btree (expert_id) WHERE (status = 'active'::text);
 
@@ -2506,6 +2547,8 @@ CREATE INDEX item_results_resolved ON item_results USING btree (project_id, item
 CREATE INDEX items_payload_key_kept ON items USING btree (payload_key) WHERE ((payload_key IS NOT NULL) AND (payload_deleted_at IS NULL));
 
 CREATE INDEX items_project ON items USING btree (project_id);
+
+CREATE INDEX items_project_customer ON items USING btree (project_id) WHERE (gold_answer IS NULL);
 
 CREATE UNIQUE INDEX payouts_bonus_once ON payouts USING btree (project_id, idempotency_key) WHERE (kind = 'bonus'::text);
 
@@ -2562,6 +2605,8 @@ CREATE INDEX webhook_endpoints_customer ON webhook_endpoints USING btree (custom
 CREATE INDEX webhook_events_created ON webhook_events USING btree (created_at);
 
 CREATE TRIGGER assignments_gold_twins AFTER UPDATE OF review_status ON assignments FOR EACH ROW WHEN (((old.review_status = 'submitted'::text) AND (new.review_status <> 'submitted'::text))) EXECUTE FUNCTION assignments_decide_gold_twins();
+
+CREATE TRIGGER assignments_instructions_version BEFORE INSERT ON assignments FOR EACH ROW EXECUTE FUNCTION taskroute_assignment_instructions();
 
 CREATE TRIGGER assignments_pace_insert AFTER INSERT ON assignments REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION taskroute_pace_statement();
 
@@ -2705,6 +2750,9 @@ ALTER TABLE ONLY payouts
 
 ALTER TABLE ONLY project_alerts
     ADD CONSTRAINT project_alerts_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
+
+ALTER TABLE ONLY project_instructions
+    ADD CONSTRAINT project_instructions_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
 
 ALTER TABLE ONLY project_priority_events
     ADD CONSTRAINT project_priority_events_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);

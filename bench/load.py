@@ -193,6 +193,11 @@ class Stats:
     claimed: int = 0
     acked: int = 0
     abandoned: int = 0  # claims whose submit never got an answer (must stay 0)
+    # --tight-loop experts' repeated claims (a double click) while holding one: answered with
+    # the held claim / refused (must stay 0) / anything else (must stay 0)
+    double_held: int = 0
+    double_refused: int = 0
+    double_other: int = 0
     # --timeline: (seconds since the window opened, kind, latency) of every answered request
     events: list[tuple[float, str, float]] = field(default_factory=list)
 
@@ -214,7 +219,10 @@ def _outcome(status: int, body: Any) -> tuple[str, Any]:
 async def run_expert(
     token: str, port: int, start_at: float, window: tuple[float, float], think: float,
     stats: Stats, stopping: asyncio.Event, rng: random.Random, timeline: bool = False,
+    tight: bool = False,
 ) -> None:  # fmt: skip
+    """`tight`: no think time and no heartbeat, and every claim asked again at once on a second
+    connection (a double click), whose answer must be the held claim."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start_at - loop.time()))
     http = Http(port, token)
@@ -235,6 +243,7 @@ async def run_expert(
             wake.set()
 
     listener = asyncio.create_task(listen())
+    again: Http | None = None
 
     async def call(kind: str, body: dict[str, Any]) -> Any:
         """The request until it is answered (refusals retried after Retry-After)."""
@@ -276,7 +285,8 @@ async def run_expert(
             await asyncio.sleep(min(left, rng.uniform(0, think)))
 
     try:
-        await pause(rng.uniform(0, think))  # experts do not all start a cycle together
+        if not tight:
+            await pause(rng.uniform(0, think))  # experts do not all start a cycle together
         while not stopping.is_set():
             wake.clear()
             data = await call("claim", {"query": CLAIM_Q})
@@ -287,10 +297,25 @@ async def run_expert(
                 continue
             stats.claimed += 1
             a = claim["assignmentId"]
-            seconds = rng.expovariate(1 / think)
-            await pause(seconds / 2)
-            await call("heartbeat", {"query": HEARTBEAT_Q, "variables": {"a": a}})
-            await pause(seconds / 2)
+            if tight:
+                if again is None:
+                    again = Http(port, token)
+                try:
+                    status, _, answer = await again.post({"query": CLAIM_Q})
+                    outcome, data = _outcome(status, answer)
+                except (OSError, asyncio.IncompleteReadError):
+                    outcome, data = "error", None
+                if outcome == "shed":
+                    stats.double_refused += 1
+                elif outcome == "ok" and (data.get("claimNextTask") or {}).get("assignmentId") == a:
+                    stats.double_held += 1
+                else:
+                    stats.double_other += 1
+            else:
+                seconds = rng.expovariate(1 / think)
+                await pause(seconds / 2)
+                await call("heartbeat", {"query": HEARTBEAT_Q, "variables": {"a": a}})
+                await pause(seconds / 2)
             receipt = await call("submit", {"query": SUBMIT_Q, "variables": {"a": a, "x": ANSWER}})
             if receipt is None:
                 stats.abandoned += 1
@@ -301,8 +326,9 @@ async def run_expert(
     finally:
         listener.cancel()
         await ws.close()
-        if http.writer is not None:
-            http.writer.close()
+        for h in (http, again):
+            if h is not None and h.writer is not None:
+                h.writer.close()
 
 
 def generator(
@@ -321,6 +347,7 @@ def generator(
             run_expert(
                 tok, port, base + ramp * (offset + i * args_d["procs"]) / total,
                 window, think, stats, stopping, rng, args_d["timeline"],
+                offset + i * args_d["procs"] < args_d["tight_loop"],
             )
             for i, tok in enumerate(tokens)
         ]  # fmt: skip
@@ -704,6 +731,14 @@ async def measure(args: argparse.Namespace) -> None:
         f" {abandoned} abandoned; database: {check['submitted']} submitted assignments,"
         f" {check['payouts']} payouts, {check['active']} still active"
     )
+    doubles = {
+        k: sum(r[k] for r in results) for k in ("double_held", "double_refused", "double_other")
+    }
+    if args.tight_loop:
+        print(
+            f"  tight-loop double claims: {doubles['double_held']} got the held claim,"
+            f" {doubles['double_refused']} refused, {doubles['double_other']} other"
+        )
     lost = claimed - acked
     ok = lost == 0 and check["payouts"] == check["submitted"] == acked
     print(f"  nothing lost, paid once: {'yes' if ok else 'NO'}")
@@ -812,6 +847,11 @@ def main() -> None:
         help="ALTER DATABASE ... SET for the bench database (repeatable)",
     )  # fmt: skip
     p.add_argument("--admission-claim-wait", type=float, default=None, help="`inf`: no budget")
+    p.add_argument(
+        "--tight-loop", type=int, default=0, metavar="N",
+        help="of the experts, N claim in a tight loop (no think time, no heartbeat) and ask"
+        " every claim twice (a double click): the second must get the held claim",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=19)
     p.add_argument(
         "--pgbouncer",

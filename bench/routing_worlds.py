@@ -10,7 +10,9 @@ between policies in a world comes from that thing:
   rare work needs nearly all of the specialists' time;
 - `tight-low`: low-priority projects with tight (but feasible) deadlines;
 - `bursts`: high-priority projects arrive in bursts on top of a steady load;
-- `skewed`: task durations are heavy-tailed, per skill and per task.
+- `skewed`: task durations are heavy-tailed, per skill and per task;
+- `one-class`: every project NORMAL and without a deadline, differing only in integer
+  priority (fairness inside a class).
 
 Every draw comes from one seeded generator, so a (world, seed) pair is the same world on
 every run.
@@ -79,6 +81,10 @@ class WorldSpec:
     # > 0: this many rare skills, held only by specialists (who also hold common skills)
     specialist_skills: int = 0
     specialist_share: float = 0.05  # of the experts
+    # of the projects, chosen at random: no deadline (fairness, not a deadline, serves them)
+    deadline_free: float = 0.0
+    # > 0: every project's integer priority is distinct, this far apart inside its class
+    priority_step: int = 0
 
 
 WORLDS: dict[str, WorldSpec] = {
@@ -106,6 +112,14 @@ WORLDS: dict[str, WorldSpec] = {
             "heavy-tailed task durations, per skill and per task",
             skill_sigma=1.0,
             task_sigma=1.0,
+        ),
+        WorldSpec(
+            "one-class",
+            "12 NORMAL projects differing only in integer priority (-24..20), none with a deadline",
+            projects=12,
+            class_mix=(0.0, 1.0, 0.0),
+            deadline_free=1.0,
+            priority_step=4,
         ),
     )
 }
@@ -190,6 +204,8 @@ def build_world(spec: WorldSpec, seed: int) -> World:
         priority = CLASS_LEVEL[cls] + (jitter if cls != "low" else -jitter)
         if cls == "normal":
             priority = jitter - 20
+        if spec.priority_step:
+            priority = CLASS_LEVEL[cls] + spec.priority_step * (i - spec.projects // 2)
         projects.append(Project(new_id(), cls, priority, release))
     projects.sort(key=lambda p: p.release)
 
@@ -231,6 +247,8 @@ def assign_deadlines(world: World, spec: WorldSpec, bound: float, seed: int) -> 
         lo, hi = spec.slack[p.cls]
         span = max(bound - p.release, 600.0)
         p.deadline = p.release + float(rng.uniform(lo, hi)) * span
+        if spec.deadline_free and rng.random() < spec.deadline_free:
+            p.deadline = math.inf
 
 
 # --- the LP lower bound -------------------------------------------------------------------

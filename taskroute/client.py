@@ -18,6 +18,11 @@
   is kept on the task as `task.lost` and raised by `task.submit` and `task.check()`; an answer
   the project's schema refuses raises `AnswerRefused` and the task stays held (fix, resubmit).
 
+- Leaving `async with Worker(...)` with a task still held (Ctrl-C, an exception, a `break`)
+  releases it (reason SKIP): it is open for others at once instead of waiting out the
+  heartbeat timeout. `run(main())` is `asyncio.run` that turns Ctrl-C into exit status 130
+  (the shell's convention for SIGINT) without a traceback.
+
 For a customer's webhook receiver, `verify_webhook(secret, headers, body)` checks a delivery's
 Standard Webhooks signature and timestamp and returns its JSON payload (docs/api.md, Webhooks).
 """
@@ -32,11 +37,14 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import random
+import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -51,6 +59,9 @@ GOING_AWAY = 1001
 
 PROTOCOL = Subprotocol("graphql-transport-ws")
 TASK_AVAILABLE = "subscription($s: [String!]) { taskAvailable(skills: $s) { skill } }"
+
+# Exit status after Ctrl-C: 128 + SIGINT, what a shell reports for a process it interrupted.
+INTERRUPTED = 130
 
 
 class WebhookVerificationError(Exception):
@@ -132,6 +143,8 @@ class Task:
     # the project was canceled: no more heartbeats, but a submit within the lease still counts
     canceled: bool = False
     receipt: dict[str, Any] | None = None
+    # the reason it was given back with (`release`)
+    released: str | None = None
     _heartbeat: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def check(self) -> None:
@@ -159,6 +172,23 @@ class Task:
         self.receipt = r.json()
         self._stop_heartbeat()
         return self.receipt
+
+    async def release(self, reason: str = "SKIP") -> dict[str, Any]:
+        """Give the claim back (SKIP, CANNOT_ANSWER, BAD_ITEM): open for others at once, and
+        never offered to this expert again. One attempt, no retries: the server bounds
+        releases per hour (TOO_MANY_RELEASES), and a lost release only waits out the lease."""
+        self._stop_heartbeat()
+        r = await self.worker.http.post(
+            f"/v1/assignments/{self.assignment_id}/release", json={"reason": reason}
+        )
+        self.worker.raise_for(r)
+        self.released = reason
+        return dict(r.json())
+
+    @property
+    def held(self) -> bool:
+        """Still this expert's: neither submitted, released nor lost."""
+        return self.receipt is None and self.released is None and self.lost is None
 
     def _lose(self, exc: LeaseLost) -> None:
         if self.lost is None:
@@ -204,6 +234,7 @@ class Worker:
         recheck_every: float = 30.0,
         retry_for: float = 120.0,
         timeout: float = 30.0,
+        release_timeout: float = 5.0,
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
@@ -212,6 +243,9 @@ class Worker:
         self.recheck_every = recheck_every
         # how long a request keeps retrying network errors and 503s before giving up
         self.retry_for = retry_for
+        self.release_timeout = release_timeout
+        # the last task claimed: released on exit while still held
+        self.current: Task | None = None
         self.http = httpx.AsyncClient(
             base_url=self.url,
             headers={"Authorization": f"Bearer {token}"},
@@ -225,7 +259,23 @@ class Worker:
         await self.close()
 
     async def close(self) -> None:
-        await self.http.aclose()
+        """Releases a task still held (reason SKIP), then closes the connections."""
+        try:
+            await self._release_held()
+        finally:
+            await self.http.aclose()
+
+    async def _release_held(self) -> None:
+        task, self.current = self.current, None
+        if task is None or not task.held:
+            return
+        task._stop_heartbeat()
+        try:
+            # Bounded: stopping must not hang on a server that is away.
+            async with asyncio.timeout(self.release_timeout):
+                await task.release("SKIP")
+        except (ClientError, httpx.HTTPError, TimeoutError) as exc:
+            log.warning("could not release task %s on exit: %s", task.id, exc)
 
     # --- requests ------------------------------------------------------------------------
 
@@ -296,6 +346,7 @@ class Worker:
             answer_schema=t.get("answer_schema"),
         )
         task._heartbeat = asyncio.create_task(task._keep_alive(), name="taskroute-heartbeat")
+        self.current = task
         return task
 
     async def tasks(
@@ -361,3 +412,236 @@ class Worker:
             log.info("taskAvailable unavailable (%s); re-checking later", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.sleep(min(self.recheck_every, 5.0))
+
+
+# --- the customer side ------------------------------------------------------------------------
+# Create projects, watch their progress, read results from a cursor, download exports. Apart
+# from the worker above: it shares only ClientError.
+
+FINISHED = ("completed", "canceled")
+PROGRESS = (
+    "subscription($p: ID!) { projectProgress(projectId: $p) "
+    "{ status completedAt total open claimed done failed canceled } }"
+)
+
+
+class IngestFailed(ClientError):
+    """A large batch's background ingest failed or was canceled; `message` is its error."""
+
+
+@dataclass
+class ResultChanges:
+    """The project's change feed from `cursor` on (`GET /v1/projects/{id}/result-changes`):
+    iterate it for each change (`item_id`, `change`, `answer`, ...). `cursor` is the position
+    after the last change yielded: keep it, and `client.result_changes(pid, after=cursor)`
+    resumes without repeats or gaps. Ends at the end of the feed unless `follow`, which then
+    polls for new changes (back-off from `poll_min` to `poll_max` seconds while idle)."""
+
+    client: CustomerClient
+    project_id: str
+    cursor: str | None = None
+    page_size: int = 200
+    follow: bool = False
+    poll_min: float = 0.5
+    poll_max: float = 10.0
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        delay = self.poll_min
+        while True:
+            params: dict[str, Any] = {"first": self.page_size}
+            if self.cursor is not None:
+                params["after"] = self.cursor
+            page = await self.client.get_json(
+                f"/v1/projects/{self.project_id}/result-changes", params
+            )
+            for change in page["changes"]:
+                self.cursor = change["cursor"]
+                yield change
+            if page["page_info"]["has_next_page"]:
+                delay = self.poll_min
+                continue
+            if not self.follow:
+                return
+            if page["changes"]:
+                delay = self.poll_min
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.poll_max)
+
+
+class CustomerClient:
+    """A customer's client of the REST API (and of `projectProgress` over GraphQL-over-SSE).
+
+    async with CustomerClient(url, token) as client:
+        project = await client.create_project("essays", tasks, redundancy=2)
+        async for progress in client.progress(project["project_id"]): ...
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> CustomerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        r = await self.http.get(path, params=params)
+        Worker.raise_for(r)
+        return r.json()
+
+    async def project(self, project_id: str) -> dict[str, Any]:
+        """`GET /v1/projects/{id}`: status, progress and ingest state in one snapshot."""
+        found: dict[str, Any] = await self.get_json(f"/v1/projects/{project_id}")
+        return found
+
+    async def create_project(
+        self,
+        name: str,
+        tasks: list[dict[str, Any]],
+        *,
+        wait: bool = True,
+        wait_timeout: float | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """`POST /v1/projects` (other project fields, e.g. `redundancy=2`, as keywords); returns
+        the project as `project()` shows it. A small batch (201) is stored already; a large one
+        (202) is ingested in the background, and with `wait` this returns once it is (raising
+        `IngestFailed` if it fails, `TimeoutError` after `wait_timeout` seconds)."""
+        # Not retried: a repeated POST would create a second project.
+        r = await self.http.post("/v1/projects", json={"name": name, "tasks": tasks, **fields})
+        Worker.raise_for(r)
+        project_id = r.json()["project_id"]
+        if r.status_code == 202 and wait:
+            return await self.wait_ingested(project_id, timeout=wait_timeout)
+        return await self.project(project_id)
+
+    async def wait_ingested(
+        self, project_id: str, *, timeout: float | None = None, poll_max: float = 5.0
+    ) -> dict[str, Any]:
+        """Poll the project (back-off from 0.1 s to `poll_max`) until no background ingest is
+        pending; return the project."""
+        async with asyncio.timeout(timeout):
+            delay = 0.1
+            while True:
+                project = await self.project(project_id)
+                ingest = project.get("ingest") or {}
+                state = ingest.get("state")
+                if state in ("failed", "canceled"):
+                    raise IngestFailed(
+                        200, "INGEST_" + state.upper(), ingest.get("error") or state, ingest
+                    )
+                if project["status"] != "ingesting" and state in (None, "done"):
+                    return project
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, poll_max)
+
+    async def progress(
+        self, project_id: str, *, until_finished: bool = True
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The `projectProgress` subscription over GraphQL-over-SSE: the counts now, then on
+        each change (`status`, `total`, `open`, `claimed`, `done`, `failed`, `canceled`).
+        Ends after a `completed` or `canceled` snapshot when `until_finished`."""
+        body = {"query": PROGRESS, "variables": {"p": project_id}}
+        headers = {"Accept": "text/event-stream"}
+        async with self.http.stream(
+            "POST", "/graphql", json=body, headers=headers, timeout=httpx.Timeout(30, read=None)
+        ) as r:
+            if r.status_code >= 400:
+                await r.aread()
+                Worker.raise_for(r)
+            async for event, data in _server_sent_events(r.aiter_lines()):
+                if event == "complete":
+                    return
+                if event != "next":
+                    continue
+                payload = json.loads(data)
+                if payload.get("errors"):
+                    err = payload["errors"][0]
+                    code = err.get("extensions", {}).get("code", "INTERNAL")
+                    raise ClientError(200, code, err.get("message", ""))
+                snapshot: dict[str, Any] = payload["data"]["projectProgress"]
+                yield snapshot
+                if until_finished and snapshot["status"] in FINISHED:
+                    return
+
+    def result_changes(
+        self, project_id: str, after: str | None = None, *, follow: bool = False
+    ) -> ResultChanges:
+        """The change feed from `after` (None: the beginning); see ResultChanges."""
+        return ResultChanges(self, project_id, cursor=after, follow=follow)
+
+    async def export(
+        self,
+        project_id: str,
+        path: str | os.PathLike[str],
+        *,
+        format: str = "jsonl",
+        as_of: str | None = None,
+    ) -> str:
+        """Stream `GET /v1/projects/{id}/export` into the file at `path` (written whole or not
+        at all: a partial download is removed); return the export's position (`as_of`):
+        `result_changes(project_id, after=as_of)` continues from it without gaps."""  # fmt: skip
+        params = {"format": format, **({"as_of": as_of} if as_of is not None else {})}
+        target = Path(path)
+        partial = target.with_name(target.name + ".part")
+        async with self.http.stream(
+            "GET", f"/v1/projects/{project_id}/export", params=params,
+            timeout=httpx.Timeout(30, read=300),
+        ) as r:  # fmt: skip
+            if r.status_code >= 400:
+                await r.aread()
+                Worker.raise_for(r)
+            try:
+                with partial.open("wb") as out:
+                    async for chunk in r.aiter_bytes():
+                        out.write(chunk)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+        partial.replace(target)
+        return r.headers["X-Taskroute-As-Of"]
+
+
+async def _server_sent_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """(event, data) per server-sent event: `event:` and `data:` lines up to a blank line."""
+    event, data = "message", list[str]()
+    async for line in lines:
+        if not line:
+            if data or event != "message":
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue  # a comment: keep-alive
+        else:
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+
+
+def run(main: Coroutine[Any, Any, Any]) -> Any:
+    """`asyncio.run(main)`, stopping cleanly on Ctrl-C: `main` is cancelled (so `async with
+    Worker` releases a held task), then the process exits with status 130, no traceback."""
+    try:
+        return asyncio.run(main)
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C)", file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED) from None

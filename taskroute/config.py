@@ -242,6 +242,13 @@ class Settings:
         "least share of a saturated skill's claims per class that is short of it (projects"
         " without a deadline; see docs/routing.md)",
     )
+    routing_project_share: float = setting(
+        0.2,
+        "TASKROUTE_ROUTING_PROJECT_SHARE",
+        "inside a class, in a saturated skill: the least share of the class's claims its"
+        " projects without a deadline split evenly (0: priority is a strict order inside a"
+        " class; see docs/routing.md)",
+    )
     routing_forecast_window: float = setting(
         600.0,
         "TASKROUTE_ROUTING_FORECAST_WINDOW",

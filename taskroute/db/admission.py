@@ -67,13 +67,15 @@ HELD = {p: metrics.ADMISSION_HOLD_SECONDS.labels(p.name.lower()) for p in Priori
 class Overloaded(Unavailable):
     """Refused without waiting: too many requests are already waiting for a connection."""
 
-    def __init__(self, priority: Priority, retry_after: int = 1) -> None:
+    def __init__(self, priority: Priority, retry_after: int = 1, waited: bool = False) -> None:
         super().__init__(
             "the server is at capacity; try again shortly",
             retry_after=retry_after,
             reason="overloaded",
         )
         self.priority = priority
+        # refused when its wait budget ran out (not at once): the world may have changed
+        self.waited = waited
 
 
 class Rate:
@@ -184,13 +186,13 @@ class Admission:
             return None
         return self._refused(priority)
 
-    def _refused(self, priority: Priority) -> Overloaded:
+    def _refused(self, priority: Priority, waited: bool = False) -> Overloaded:
         """Counts a refusal (metrics, the rates Retry-After is made of) and returns it."""
         metrics.ADMISSION_SHED.labels(priority.name.lower()).inc()
         self.refused.add()
         if priority is Priority.CLAIM:
             self.claims_refused.add(self._clock())
-        return Overloaded(priority, self.retry_after(priority=priority))
+        return Overloaded(priority, self.retry_after(priority=priority), waited)
 
     async def acquire(self, priority: Priority, timeout: float) -> None:
         """Take a slot, waiting at most `timeout` seconds (then TimeoutError); raises
@@ -227,7 +229,7 @@ class Admission:
                 raise
             # Served too late to be useful: refused like at the door, and counted so.
             metrics.ADMISSION_CLAIMS_EXPIRED.inc()
-            raise self._refused(priority) from None
+            raise self._refused(priority, waited=True) from None
         except BaseException:
             self._give_up(fut, queue)
             raise

@@ -121,15 +121,39 @@ class Database:
         timeout: float,
         admission: Admission | None = None,
         default_priority: Priority = Priority.DEFAULT,
+        probe_pool: asyncpg.Pool | None = None,
     ) -> None:
         self.pool = pool
         self.timeout = timeout
         self.admission = admission
         self.default_priority = default_priority
+        # A connection apart from the gated pool for one-probe questions asked on the way to a
+        # refusal (`probe`); None: they go through the gate as work in progress.
+        self.probe_pool = probe_pool
 
     def for_jobs(self) -> Database:
         """The same pool and gate, for background jobs: every statement they run is a JOB."""
-        return Database(self.pool, self.timeout, self.admission, Priority.JOB)
+        return Database(self.pool, self.timeout, self.admission, Priority.JOB, self.probe_pool)
+
+    async def probe(self, query: str, *args: Any) -> asyncpg.Record | None:
+        """One cheap statement asked before refusing a request: on the probe connection, apart
+        from the gate and the pool it guards (a refusal means every pooled connection is
+        busy), else through the gate as work in progress (PROTECT)."""
+        if self.probe_pool is None:
+            return await self.fetchrow(query, *args, priority=Priority.PROTECT)
+        try:
+            conn = await self.probe_pool.acquire(timeout=self.timeout)
+        except TimeoutError as exc:
+            raise Unavailable("the database is busy; try again shortly") from exc
+        except _CONNECTION_LOST as exc:
+            raise Unavailable("the database is unreachable; try again shortly") from exc
+        try:
+            row: asyncpg.Record | None = await conn.fetchrow(query, *args)
+            return row
+        except _CONNECTION_LOST as exc:
+            raise Unavailable("the database connection was lost; try again shortly") from exc
+        finally:
+            await self._release_to(self.probe_pool, conn)
 
     @asynccontextmanager
     async def connection(
@@ -177,8 +201,11 @@ class Database:
             await self._release(conn)
 
     async def _release(self, conn: asyncpg.Connection) -> None:
+        await self._release_to(self.pool, conn)
+
+    async def _release_to(self, pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
         try:
-            await self.pool.release(conn)
+            await pool.release(conn)
         except Exception as exc:
             # asyncpg terminates a connection it cannot reset, which returns its slot to the
             # pool; the request's outcome (already decided) must not be replaced by this.

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
-from taskroute.db.admission import Priority
+from taskroute.db.admission import Overloaded, Priority
 from taskroute.db.pool import Database
 from taskroute.db.queries import Q
 from taskroute.errors import (
@@ -50,6 +50,9 @@ class ClaimedTask:
     candidate_order: str | None = None
     # A review task (reviews.py): the answer under review; None for other work.
     review_of: ReviewOf | None = None
+    # The project's instructions version this claim was given under (None: none); the text
+    # is read by `instructions.get`, cached per process, only when a client asks for it.
+    instructions_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ def _claim_from_row(row: asyncpg.Record, urls: PayloadUrls | None) -> Claim:
         (keys[0], keys[1]) if keys else ("a", "b") if layout == "PAIRWISE" else None,
         candidate_order(layout, row["candidates_swapped"]),
         review_of,
+        row["instructions_version"],
     )
     return Claim(row["assignment_id"], row["lease_until"], task)
 
@@ -135,15 +139,32 @@ async def claim_next(
     """The expert's live claim if they hold one, else the best task they qualify for
     (only from `project_id` when given); large payloads as links signed by `payload_urls`.
     One round trip: `taskroute_claim` (functions/claims.sql) holds the whole rule; gold is
-    drawn with probability from the project's gold share."""
-    row = await db.fetchrow(
-        Q["claim_call"],
-        expert_id,
-        skills,
-        project_id,
-        random.random(),
-        priority=Priority.CLAIM,  # new work waits behind work in progress, and is shed first
-    )
+    drawn with probability from the project's gold share.
+
+    Past capacity the admission gate refuses claims (UNAVAILABLE / overloaded), but never the
+    claim of an expert who holds one: a repeated claim (a double click, a refreshed page) gets
+    the held claim back, found by one probe outside the claim line (`claim_held`)."""
+    gate = db.admission
+    probed = gate is not None and gate.would_refuse(Priority.CLAIM)
+    if probed:
+        held = await _held(db, expert_id, payload_urls)
+        if held is not None:
+            return held
+    try:
+        row = await db.fetchrow(
+            Q["claim_call"],
+            expert_id,
+            skills,
+            project_id,
+            random.random(),
+            priority=Priority.CLAIM,  # new work waits behind work in progress, and is shed first
+        )
+    except Overloaded as refused:
+        # refused at the gate (or its wait budget ran out): a held claim is still the answer
+        held = None if probed and not refused.waited else await _held(db, expert_id, payload_urls)
+        if held is None:
+            raise
+        return held
     assert row is not None
     outcome = row["outcome"]
     if outcome == "no_project":
@@ -164,6 +185,21 @@ async def claim_next(
     if outcome == "claimed":
         notify.progress_changed(row["project_id"], *changed)
     return _claim_from_row(row, payload_urls)
+
+
+async def _held(db: Database, expert_id: UUID, payload_urls: PayloadUrls | None) -> Claim | None:
+    """The expert's live claim, read outside the claim line (Database.probe)."""
+    row = await db.probe(Q["claim_held"], expert_id)
+    if row is None:
+        return None
+    metrics.CLAIMS.labels("held").inc()
+    return _claim_from_row(row, payload_urls)
+
+
+async def holds_claim(db: Database, expert_id: UUID) -> bool:
+    """Whether the expert holds a live claim: one index probe, outside the claim line."""
+    row = await db.probe(Q["expert_holds_claim"], expert_id)
+    return bool(row is not None and row[0])
 
 
 async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease:

@@ -43,6 +43,13 @@ async def projects_page(
     return found
 
 
+async def item_progress(db: Database, project_id: UUID) -> dict[str, Any]:
+    """Items (not answer slots) of the project, and how many are resolved."""
+    row = await db.fetchrow(Q["project_item_progress"], project_id)
+    assert row is not None
+    return dict(row)
+
+
 async def progress_by_skill(db: Database, project_id: UUID) -> list[dict[str, Any]]:
     return [dict(r) for r in await db.fetch(Q["project_progress_by_skill"], project_id)]
 

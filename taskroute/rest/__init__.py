@@ -8,6 +8,7 @@ from . import (
     claims,
     dashboard,
     exports,
+    instructions,
     ledger,
     pages,
     projects,
@@ -22,6 +23,7 @@ from .common import error_response
 api_routes: list[BaseRoute] = [
     *claims.routes,
     *projects.routes,
+    *instructions.routes,
     *batches.routes,
     *quality.routes,
     *exports.routes,

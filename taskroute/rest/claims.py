@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from taskroute.errors import BadInput
-from taskroute.resolvers import claims
+from taskroute.resolvers import claims, instructions
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.layouts import LAYOUTS
@@ -59,6 +59,19 @@ CLAIM = obj(
                     **nullable(obj({"answer": {**ANY_JSON}, "candidate_order": nullable(ORDER)})),
                     "description": "a review task: the answer under review and the order "
                     "its expert saw; null for other work",
+                },
+                "instructions": {
+                    **nullable(
+                        obj(
+                            {
+                                "version": INTEGER,
+                                "markdown": STRING,
+                                "allow_remote_images": BOOLEAN,
+                            }
+                        )
+                    ),
+                    "description": "the project's instructions (Markdown) at the version "
+                    "this claim was given under; null: the project has none",
                 },
             }
         ),
@@ -169,7 +182,7 @@ RELEASE = Operation(
 )
 
 
-def _claim_json(c: claims.Claim) -> dict[str, Any]:
+def _claim_json(c: claims.Claim, given: instructions.Instructions | None) -> dict[str, Any]:
     t = c.task
     return {
         "assignment_id": str(c.assignment_id),
@@ -188,6 +201,14 @@ def _claim_json(c: claims.Claim) -> dict[str, Any]:
             "review_of": None
             if t.review_of is None
             else {"answer": t.review_of.answer, "candidate_order": t.review_of.candidate_order},
+            # the version this claim was given under (null: none); cached per process
+            "instructions": None
+            if given is None
+            else {
+                "version": given.version,
+                "markdown": given.markdown,
+                "allow_remote_images": given.allow_remote_images,
+            },
         },
     }
 
@@ -218,7 +239,8 @@ async def next_task(request: Request) -> Response:
     if claim is None:
         retry = str(services(request).settings.retry_after)
         return Response(status_code=204, headers={"Retry-After": retry})
-    return JSONResponse(_claim_json(claim))
+    given = await instructions.get(s.db, claim.task.project_id, claim.task.instructions_version)
+    return JSONResponse(_claim_json(claim, given))
 
 
 async def heartbeat(request: Request) -> Response:

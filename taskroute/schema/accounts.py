@@ -1,11 +1,8 @@
 """Accounts over GraphQL: `me`, the admins' expert and customer lists, skill and
 status changes, credentials (create, revoke, rotate, scoped), and the admin audit.
 
-Also the two cross-cutting rules of scoped tokens and the audit of admin mutations that live
-elsewhere (run by schema/pipeline.py around each operation's execution): `mark_writing` marks
-mutations so a read-only token is refused every one of them (`Context.viewer`), and
-`audit_admin_mutations` writes an audit line for each successful admin mutation whose domain
-function does not write its own (pauses, retractions, reversals...).
+What runs around every mutation (read-only tokens, the admin audit) is in mutation_hooks.py;
+closing a WebSocket whose token stops authenticating, in socket_watch.py.
 """
 
 from __future__ import annotations
@@ -14,25 +11,19 @@ from datetime import datetime
 from typing import Any
 
 import strawberry
-from graphql import OperationType, value_from_ast_untyped
-from graphql.language import FieldNode, OperationDefinitionNode
-from starlette.websockets import WebSocket, WebSocketState
 from strawberry.relay import PageInfo
-from strawberry.types import ExecutionContext
 
 from taskroute.resolvers import claims
 from taskroute.resolvers.accounts import rules as accounts
 from taskroute.resolvers.accounts.credentials import (
     Viewer,
-    hash_token,
-    load_viewer,
-    parse_bearer,
     parse_id,
 )
 from taskroute.schema.paging import page_info
 
 from .context import Context
 from .inputs import SkillInput, as_dict
+from .my_work import Earnings, WorkConnection, expert_earnings, expert_work
 from .types import Credential
 
 Info = strawberry.Info[Context, None]
@@ -141,6 +132,15 @@ class Expert:
             info.context.db, parse_id(self.id), info.context.settings.releases_per_hour
         )
         return at
+
+    work: WorkConnection = strawberry.field(
+        resolver=expert_work,
+        description="The expert's submitted answers, newest first, with their pay state"
+        " (the expert themself, or an admin).",
+    )
+    earnings: Earnings = strawberry.field(
+        resolver=expert_earnings, description="Totals of the expert's work and bonuses."
+    )
 
     @strawberry.field(description="The live claim, if any.")
     async def current_claim(self, info: Info) -> CurrentClaim | None:
@@ -596,122 +596,3 @@ class AccountsMutation:
             reason,
         )  # fmt: skip
         return IssuedCredential(credential=CredentialInfo.of(issued.row), token=issued.token)
-
-
-# Root mutation fields whose domain functions write their own audit line (in-transaction).
-SELF_AUDITED = frozenset(
-    {
-        "createCustomer",
-        "createExpert",
-        "grantSkill",
-        "removeSkill",
-        "setStartingQuality",
-        "setCapabilities",
-        "deactivateExpert",
-        "reactivateExpert",
-        "createCredential",
-        "revokeCredential",
-        "rotateCredential",
-    }
-)
-
-
-# --- around execution (schema/pipeline.py) ----------------------------------------------
-
-
-def _operation(ctx: ExecutionContext) -> OperationDefinitionNode | None:
-    doc = ctx.graphql_document
-    if doc is None:
-        return None
-    ops = [d for d in doc.definitions if isinstance(d, OperationDefinitionNode)]
-    if ctx.operation_name:
-        ops = [o for o in ops if o.name is not None and o.name.value == ctx.operation_name]
-    return ops[0] if len(ops) == 1 else None
-
-
-def mark_writing(ctx: ExecutionContext) -> None:
-    """Before execution: marks the context of a mutation, so `Context.viewer` refuses a
-    read-only token."""
-    op = _operation(ctx)
-    mutation = op is not None and op.operation == OperationType.MUTATION
-    if mutation and isinstance(ctx.context, Context):
-        ctx.context.writing = True
-
-
-async def audit_admin_mutations(ctx: ExecutionContext) -> None:
-    """After execution: an audit line for every admin mutation field that succeeded and does
-    not audit itself (pauseExpert, unpauseExpert, retractAnswers, reverse, ...): who, when,
-    which arguments (`reason` among them: the why). Written outside the operation's
-    transaction."""
-    context = ctx.context
-    op = _operation(ctx)
-    if op is None or op.operation != OperationType.MUTATION or not isinstance(context, Context):
-        return
-    viewer = context._viewer
-    if viewer is None or viewer.role != "admin" or ctx.result is None:
-        return
-    failed = {str(e.path[0]) for e in (ctx.result.errors or []) if e.path}
-    mutation = ctx.schema._schema.mutation_type
-    if mutation is None:
-        return
-    for node in op.selection_set.selections:
-        if not isinstance(node, FieldNode):
-            continue
-        name = node.name.value
-        key = node.alias.value if node.alias else name
-        if name in SELF_AUDITED or key in failed or name not in mutation.fields:
-            continue
-        variables = ctx.variables or {}
-        args = {
-            a.name.value: value_from_ast_untyped(a.value, variables)
-            for a in node.arguments or ()  # None for a field written without arguments
-        }
-        subject = next(
-            (args[k] for k in ("expertId", "payoutId", "projectId", "id") if k in args),
-            None,
-        )
-        try:
-            subject_id = parse_id(subject) if subject is not None else None
-        except Exception:
-            subject_id = None
-        reason = args.get("reason")
-        await accounts.record(
-            context.db,
-            viewer.actor,
-            name,
-            "expert" if "expertId" in args else "other",
-            subject_id,
-            reason if isinstance(reason, str) else None,
-            arguments=args,
-        )
-
-
-# --- WebSockets ---------------------------------------------------------------------------
-
-
-def watch_websocket(context: Context, viewer: Viewer) -> None:
-    """After `connection_init` authenticated: close this connection (4403) once its token is
-    revoked, expires, or its expert is deactivated (see credential_cache.SocketWatch)."""
-    cache = context.services.credentials
-    ws = context.request
-    if cache is None or viewer.credential_id is None or not isinstance(ws, WebSocket):
-        return
-    token = parse_bearer(context.authorization)
-    if token is None:
-        return
-    token_hash = hash_token(token)
-    db = context.db
-
-    async def recheck() -> Viewer | None:
-        return await load_viewer(db, token_hash)
-
-    async def close(reason: str) -> None:
-        await ws.close(code=4403, reason=reason)
-
-    def is_open() -> bool:
-        return (
-            ws.client_state == WebSocketState.CONNECTED
-            and ws.application_state == WebSocketState.CONNECTED
-        )
-
-    cache.sockets.watch(token_hash, viewer, recheck, close, is_open)

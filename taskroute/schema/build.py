@@ -13,6 +13,7 @@ from .accounts import AccountCreationMutation, AccountsMutation, AccountsQuery
 from .batches import BatchesMutation, BatchesQuery
 from .claims import ClaimsMutation
 from .customer_views import CustomerViewsQuery
+from .instructions import InstructionsMutation
 from .ledger import LedgerMutation, LedgerQuery
 from .limits import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS, SAFE_DATETIME
 from .pipeline import PipelineSchema, RequestPipeline
@@ -47,6 +48,7 @@ MUTATIONS: tuple[type, ...] = (
     LedgerMutation,
     AccountsMutation,
     WebhooksMutation,
+    InstructionsMutation,
 )
 SUBSCRIPTIONS: tuple[type, ...] = (RealtimeSubscription, ForecastSubscription)
 

@@ -14,7 +14,8 @@ order; the rules themselves live with what they protect (limits.py, errors.py, a
   document: a refused document is not validated at all), then an LRU cache of validation
   results, keyed by schema, document and rules.
 - execute: before it, a mutation marks the context so a read-only token is refused
-  (accounts.mark_writing); after it, admin mutations are audited (accounts.audit_admin_mutations).
+  (mutation_hooks.mark_writing); after it, admin mutations are audited
+  (mutation_hooks.audit_admin_mutations).
 
 `PipelineSchema.execute` runs the same stages without strawberry's extension runner for an
 operation already known good (see its docstring); everything else goes through the extension.
@@ -45,9 +46,9 @@ from strawberry.types.execution import PreExecutionError
 from strawberry.types.graphql import OperationType
 from strawberry.utils.await_maybe import await_maybe
 
-from .accounts import audit_admin_mutations, mark_writing
 from .errors import TaskrouteSchema, code_errors
 from .limits import MAX_TOKENS, check_document_length, check_number_literals, cost_errors
+from .mutation_hooks import audit_admin_mutations, mark_writing
 
 # Distinct documents kept parsed and validated: the UI, the dashboards and the experts' tools
 # send a few dozen; the bound keeps arbitrary clients from growing the caches.

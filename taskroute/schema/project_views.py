@@ -213,6 +213,19 @@ async def project_alerts(root: strawberry.Parent[Any], info: Info, first: int = 
     return [Alert.of(r) for r in rows]
 
 
+@strawberry.type(
+    description="Progress by item: an item with redundancy k has k answer slots (Progress "
+    "counts those); it is resolved once its answers agree or an adjudication settles it."
+)
+class ItemProgress:
+    total: int = strawberry.field(description="the project's items (gold items excluded)")
+    resolved: int = strawberry.field(description="items with a resolved result")
+
+
+async def project_item_progress(root: strawberry.Parent[Any], info: Info) -> ItemProgress:
+    return ItemProgress(**await customer_views.item_progress(info.context.db, parse_id(root.id)))
+
+
 async def project_progress_by_skill(
     root: strawberry.Parent[Any], info: Info
 ) -> list[SkillProgress]:

@@ -8,7 +8,7 @@ from typing import Any
 import strawberry
 from strawberry.scalars import JSON
 
-from taskroute.resolvers import claims, ingest, projects
+from taskroute.resolvers import claims, ingest, instructions, projects
 from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.accounts.rules import Credential as CredentialRow
 from taskroute.resolvers.quality import adjudication
@@ -18,6 +18,12 @@ from . import burndown, project_views
 from .batch_types import Ingest
 from .context import Context
 from .inputs import Layout
+from .instructions import (
+    Instructions,
+    TaskInstructions,
+    project_instructions,
+    project_instructions_history,
+)
 from .routing_types import PriorityClass, ProjectRouting
 
 
@@ -72,6 +78,17 @@ class Task:
         description="Review tasks only: the answer under review (answerSchema then says what"
         " a correction must be).",
     )
+    instructions_version: strawberry.Private[int | None] = None
+
+    @strawberry.field(
+        description="The project's instructions (Markdown) this claim was given under; null:"
+        " none. Read only when asked for, and cached (versions never change)."
+    )
+    async def instructions(self, info: strawberry.Info[Context, None]) -> TaskInstructions | None:
+        found = await instructions.get(
+            info.context.db, parse_id(self.project_id), self.instructions_version
+        )
+        return None if found is None else TaskInstructions.of(found)
 
     @strawberry.field(description="Adjudication tasks only: the answers to decide between.")
     async def prior_answers(self, info: strawberry.Info[Context, None]) -> list[JSON] | None:
@@ -111,6 +128,7 @@ class Claim:
                 else ReviewOf(
                     answer=t.review_of.answer, candidate_order=t.review_of.candidate_order
                 ),
+                instructions_version=t.instructions_version,
             ),
         )
 
@@ -277,6 +295,10 @@ class Project:
         return Progress(**counts)
 
     # customer views, forecast, alerts: resolvers live in project_views.py
+    item_progress: project_views.ItemProgress = strawberry.field(
+        resolver=project_views.project_item_progress,
+        description="Items done of items (progress counts answer slots: items x redundancy).",
+    )
     progress_by_skill: list[project_views.SkillProgress] = strawberry.field(
         resolver=project_views.project_progress_by_skill
     )
@@ -284,6 +306,14 @@ class Project:
         resolver=project_views.project_flagged_items,
         description="Items experts released as BAD_ITEM (flagAfterBadItemReleases of them):"
         " out of the pool, with the release reasons. Newest first, at most `first`.",
+    )
+    instructions: Instructions | None = strawberry.field(
+        resolver=project_instructions,
+        description="The current instructions for experts (null: none yet).",
+    )
+    instructions_history: list[Instructions] = strawberry.field(
+        resolver=project_instructions_history,
+        description="Every version of the instructions, newest first, at most `first` (100).",
     )
     forecast: project_views.Forecast = strawberry.field(resolver=project_views.project_forecast)
     alert_history: project_views.AlertConnection = strawberry.field(

@@ -40,10 +40,10 @@ from taskroute.resolvers.jobs.sweeper import sweep_pass
 from taskroute.resolvers.jobs.table_hygiene import hygiene_once
 from taskroute.resolvers.jobs.task_counts import compact_once
 from taskroute.resolvers.jobs.webhooks import WebhookSender
-from taskroute.schema.accounts import watch_websocket
 from taskroute.schema.build import build_schema
 from taskroute.schema.context import Context
 from taskroute.schema.realtime_ws import LegacyWS, TaskAvailablePlans, TransportWS
+from taskroute.schema.socket_watch import watch_websocket
 from taskroute.server import gc_tuning
 from taskroute.server.drain import Drain, DrainWebSockets
 from taskroute.server.graphql_http import SpecGraphQL
@@ -242,7 +242,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.admission_claim_queue,
             settings.admission_claim_wait,
         )
-        services = ServerServices(Database(pool, settings.pool_timeout, admission), settings)
+        # One connection of its own for the held-claim probe (claims.holds_claim): answering
+        # "does this expert hold a claim?" must not wait for the pool it would be refused from.
+        probe_pool = await create_pool(url, 1, 1, settings.pool_statement_cache(url))
+        services = ServerServices(
+            Database(pool, settings.pool_timeout, admission, probe_pool=probe_pool), settings
+        )
         services.subscriptions = SubscriptionBudget(
             settings.ws_max_subscriptions_per_socket,
             settings.ws_max_subscriptions_per_credential,
@@ -333,6 +338,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await NOTIFIER.stop()
             await hub.stop()
             await pool.close()
+            await probe_pool.close()
             del embedded  # pgserver stops it when the last handle goes
 
     routes = [

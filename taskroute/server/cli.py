@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from taskroute.config import Settings
+from taskroute.server.cli_tables import render_table
 
 
 def _database_url(settings: Settings) -> tuple[str, Any]:
@@ -27,6 +31,36 @@ def _direct_url(settings: Settings, url: str) -> str:
     """Postgres itself, for migrations (a session advisory lock cannot go through PgBouncer in
     transaction mode); the embedded Postgres has no pooler in front."""
     return settings.session_url(url) if settings.database_url else url
+
+
+def masked_url(url: str) -> str:
+    """The URL with its password (if any) replaced by ***, for saying which database is used."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+class NoDatabase(Exception):
+    """An admin command found no database to use (and will not create one)."""
+
+
+def _admin_database(settings: Settings) -> tuple[str, Any, str]:
+    """The URL, the embedded server's handle and a line saying which database this is. An admin
+    command never creates a database: a typo'd folder would otherwise get a new, empty one."""
+    if settings.database_url:
+        return settings.database_url, None, f"database: {masked_url(settings.database_url)}"
+    folder = Path(settings.data_dir).resolve()
+    if not (folder / "pg" / "PG_VERSION").is_file():
+        raise NoDatabase(
+            f"error: no taskroute database: DATABASE_URL is not set and there is no embedded "
+            f"database in {folder} (admin commands never create one).\n"
+            "Run the command in the folder where `taskroute serve` runs, or name its data "
+            "folder with --data-dir DIR or TASKROUTE_DATA_DIR=DIR, or set DATABASE_URL."
+        )
+    url, server = _database_url(settings)
+    return url, server, f"database: embedded Postgres in {folder}"
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -126,7 +160,7 @@ async def _admin(args: argparse.Namespace, url: str, statement_cache_size: int) 
             page = await accounts.customers_page(db, args.search, None, args.limit)
             return [_json_row(r) for r in page.rows]
         if cmd == "show-expert":
-            eid = parse_id(args.expert, "expert")
+            eid = await _expert_named(db, args.expert)
             claim = await accounts.current_claim(db, eid)
             return {
                 **_json_row(await accounts.get_expert(db, eid)),
@@ -192,6 +226,26 @@ async def _admin(args: argparse.Namespace, url: str, statement_cache_size: int) 
         await pool.close()
 
 
+async def _expert_named(db: Any, ref: str) -> Any:
+    """An expert id, or a name (case-insensitive, whole name) that names exactly one expert."""
+    from uuid import UUID
+
+    from taskroute.errors import BadInput, NotFound
+    from taskroute.resolvers.accounts import rules as accounts
+
+    try:
+        return UUID(ref)
+    except ValueError:
+        pass
+    found = await accounts.experts_named(db, ref, 20)
+    if not found:
+        raise NotFound(f"no expert is named {ref!r} (ids and whole names are accepted)")
+    if len(found) > 1:
+        listed = "\n".join(f"  {r['id']}  {r['name']}  ({r['status']})" for r in found)
+        raise BadInput(f"{len(found)} experts are named {ref!r}; name one by id:\n{listed}")
+    return found[0]["id"]
+
+
 def _skill_arg(raw: str) -> dict[str, Any]:
     name, _, quality = raw.partition(":")
     return {"skill": name, "quality": float(quality) if quality else 1.0}
@@ -202,14 +256,25 @@ def cmd_admin(args: argparse.Namespace) -> None:
     from taskroute.errors import TaskrouteError
 
     settings = Settings.from_env()
-    url, server = _database_url(settings)
+    if args.data_dir is not None:
+        settings = dataclasses.replace(settings, data_dir=args.data_dir)
+    try:
+        url, server, which = _admin_database(settings)
+    except NoDatabase as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(3)
+    print(which, file=sys.stderr)
     asyncio.run(migrate_url(_direct_url(settings, url)))
     try:
         result = asyncio.run(_admin(args, url, settings.pool_statement_cache(url)))
-        print(json.dumps(result, indent=None, default=str))
     except TaskrouteError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         sys.exit(2)
+    # a person at a terminal reads a table; anything else (a pipe, a file) gets JSON
+    if args.json or not sys.stdout.isatty():
+        print(json.dumps(result, indent=None, default=str))
+    else:
+        print(render_table(result))
     del server
 
 
@@ -225,9 +290,9 @@ def cmd_schema(args: argparse.Namespace) -> None:
         print(f"wrote {args.output}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="taskroute")
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND", help="one of:")
     defaults = argparse.ArgumentDefaultsHelpFormatter
 
     serve = sub.add_parser(
@@ -252,79 +317,109 @@ def main(argv: list[str] | None = None) -> None:
     migrate.set_defaults(func=cmd_migrate)
 
     admin = sub.add_parser(
-        "admin", help="manage accounts and credentials (every change is in the admin audit)"
+        "admin",
+        help="manage accounts and credentials (every change is in the admin audit)",
+        description="Manage accounts and credentials; every change is kept in the admin audit. "
+        "Uses DATABASE_URL, or else the embedded database in --data-dir (never creates one), "
+        "and says which on stderr. Prints a table on a terminal, else JSON.",
     )
-    admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
-    cust = admin_sub.add_parser("create-customer", help="prints the id and a token")
-    cust.add_argument("name")
-    exp = admin_sub.add_parser("create-expert", help="prints the id and a token")
-    exp.add_argument("name")
+    # accepted before the command and after it (`admin list-experts --json`)
+    common = argparse.ArgumentParser(add_help=False)
+    for target, default in ((admin, None), (common, argparse.SUPPRESS)):
+        target.add_argument(
+            "--data-dir",
+            default=default,
+            help="the embedded database's folder, where `taskroute serve` ran without "
+            "DATABASE_URL (default: TASKROUTE_DATA_DIR, else ./.taskroute)",
+        )
+        target.add_argument(
+            "--json",
+            action="store_true",
+            default=default if default is not None else False,
+            help="print JSON even on a terminal (always when piped)",
+        )
+    admin_sub = admin.add_subparsers(
+        dest="admin_cmd", required=True, metavar="COMMAND", help="one of:"
+    )
+
+    def add_admin(name: str, help: str) -> argparse.ArgumentParser:
+        return admin_sub.add_parser(name, help=help, parents=[common])
+
+    cust = add_admin("create-customer", help="a new customer; prints its id and token")
+    cust.add_argument("name", help="the customer's name")
+    exp = add_admin("create-expert", help="a new expert; prints its id and token")
+    exp.add_argument("name", help="the expert's name")
     exp.add_argument(
         "--skill", action="append", required=True, help="skill or skill:quality (repeatable)"
     )
     exp.add_argument("--capability", action="append", help="capability tag (repeatable)")
-    lst = admin_sub.add_parser("list-experts")
-    lst.add_argument("--skill")
-    lst.add_argument("--status", choices=["active", "disabled"])
+    lst = add_admin("list-experts", help="experts, newest first")
+    lst.add_argument("--skill", help="only experts holding this skill")
+    lst.add_argument("--status", choices=["active", "disabled"], help="only experts in this status")
     lst.add_argument("--search", help="part of the name")
-    lst.add_argument("--limit", type=int, default=200)
-    lc = admin_sub.add_parser("list-customers")
+    lst.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
+    lc = add_admin("list-customers", help="customers, newest first")
     lc.add_argument("--search", help="part of the name")
-    lc.add_argument("--limit", type=int, default=200)
-    show = admin_sub.add_parser("show-expert", help="status, skills, current claim")
-    show.add_argument("expert")
+    lc.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
+    show = add_admin("show-expert", help="an expert's status, skills and current claim")
+    show.add_argument(
+        "expert", help="expert id, or whole name (an ambiguous name lists the matches)"
+    )
 
     def expert_cmd(name: str, help: str) -> argparse.ArgumentParser:
-        p = admin_sub.add_parser(name, help=help)
+        p = add_admin(name, help=help)
         p.add_argument("expert", help="expert id")
         p.add_argument("--reason", help="why (kept in the admin audit)")
         return p
 
     p = expert_cmd("grant-skill", "the expert may claim the skill's tasks at once")
-    p.add_argument("skill")
-    p.add_argument("--quality", type=float, default=1.0, help="starting quality (0-1)")
+    p.add_argument("skill", help="the skill to grant")
+    p.add_argument("--quality", type=float, default=1.0, help="starting quality (0-1, default 1)")
     p = expert_cmd("remove-skill", "live claims on the skill return to the pool")
-    p.add_argument("skill")
+    p.add_argument("skill", help="the skill to remove")
     p = expert_cmd("set-quality", "the admin-given starting quality of a skill")
-    p.add_argument("skill")
-    p.add_argument("quality", type=float)
+    p.add_argument("skill", help="the expert's skill")
+    p.add_argument("quality", type=float, help="starting quality (0-1)")
     p.add_argument("--override-measured", action="store_true", help="overwrite what gold measured")
     p = expert_cmd("set-capabilities", "replace the capability tags")
-    p.add_argument("tag", nargs="*")
+    p.add_argument("tag", nargs="*", help="the new tags (none: clear them)")
     p = expert_cmd("deactivate", "tokens stop working, live claims return to the pool")
     expert_cmd("reactivate", "tokens work again")
 
-    tok = admin_sub.add_parser("create-token", help="a new token for an account (printed once)")
+    tok = add_admin("create-token", help="a new token for an account (printed once)")
     owner = tok.add_mutually_exclusive_group(required=True)
-    owner.add_argument("--customer")
-    owner.add_argument("--expert")
-    tok.add_argument("--label", default="")
+    owner.add_argument("--customer", help="customer id (one of --customer, --expert)")
+    owner.add_argument("--expert", help="expert id (one of --customer, --expert)")
+    tok.add_argument("--label", default="", help="a name to tell tokens apart")
     tok.add_argument("--expires-in", type=int, help="seconds until it expires")
     tok.add_argument("--read-only", action="store_true", help="customers: reads only")
     tok.add_argument("--project", help="customers: limited to this project")
-    tok.add_argument("--reason")
-    lt = admin_sub.add_parser("list-tokens", help="an account's credentials (never secrets)")
+    tok.add_argument("--reason", help="why (kept in the admin audit)")
+    lt = add_admin("list-tokens", help="an account's credentials (never secrets)")
     owner = lt.add_mutually_exclusive_group(required=True)
-    owner.add_argument("--customer")
-    owner.add_argument("--expert")
-    rv = admin_sub.add_parser("revoke-token", help="refused everywhere within a second")
+    owner.add_argument("--customer", help="customer id (one of --customer, --expert)")
+    owner.add_argument("--expert", help="expert id (one of --customer, --expert)")
+    rv = add_admin("revoke-token", help="refused everywhere within a second")
     rv.add_argument("credential", help="credential id")
-    rv.add_argument("--reason")
-    rt = admin_sub.add_parser("rotate-token", help="a new token; the old one lives --grace s")
+    rv.add_argument("--reason", help="why (kept in the admin audit)")
+    rt = add_admin("rotate-token", help="a new token; the old one lives --grace s")
     rt.add_argument("credential", help="credential id")
     rt.add_argument("--grace", type=int, default=3600, help="seconds (default 3600)")
-    rt.add_argument("--reason")
-    au = admin_sub.add_parser("audit", help="the admin audit, oldest first")
+    rt.add_argument("--reason", help="why (kept in the admin audit)")
+    au = add_admin("audit", help="the admin audit, oldest first")
     au.add_argument("--subject", help="an expert, customer or credential id")
-    au.add_argument("--action")
-    au.add_argument("--limit", type=int, default=200)
+    au.add_argument("--action", help="only this action (e.g. skill.grant)")
+    au.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
     admin.set_defaults(func=cmd_admin)
 
     schema = sub.add_parser("schema", help="print the GraphQL schema (SDL)")
     schema.add_argument("-o", "--output", default="-", help="file to write (default: stdout)")
     schema.set_defaults(func=cmd_schema)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     from taskroute.observability.logs import configure_logging
 
     # Only the server logs by default: an admin command prints its one result, and its logs

@@ -59,6 +59,7 @@ from strawberry.types import ExecutionResult
 
 from taskroute.db.admission import Priority
 from taskroute.errors import TaskrouteError, Unavailable
+from taskroute.resolvers import claims
 from taskroute.resolvers.accounts.authentication import authenticate
 from taskroute.resolvers.accounts.credential_cache import CredentialCache, StreamEnd
 from taskroute.resolvers.accounts.credentials import Viewer, hash_token, parse_bearer
@@ -262,7 +263,9 @@ class SpecGraphQL(GraphQL[Any, None]):
         strawberry runs, with the answer the resolver would have given (`claimNextTask: null`,
         UNAVAILABLE / overloaded with `retryAfter`). Past capacity most requests are such
         claims, and executing each one only to refuse it cost the server a request's work
-        (bench/load.py at 2,000 experts: a refused claim for every cycle served)."""
+        (bench/load.py at 2,000 experts: a refused claim for every cycle served). An expert
+        who holds a live claim is never refused (one index probe, outside the claim line): the
+        resolver answers with that claim (claims.claim_next)."""
         gate = request.state.services.db.admission
         viewer = request.state.viewer
         if (
@@ -273,7 +276,14 @@ class SpecGraphQL(GraphQL[Any, None]):
         ):
             return None
         fields = _claim_fields(await request.body(), self.parse_json)
-        refusal = gate.refusal(Priority.CLAIM) if fields else None
+        if not fields:
+            return None
+        try:
+            if await claims.holds_claim(request.state.services.db, viewer.expert_id):
+                return None
+        except Unavailable:
+            pass  # even work in progress is refused now (the whole line is full): so is this
+        refusal = gate.refusal(Priority.CLAIM)
         if refusal is None:
             return None
         errors = [

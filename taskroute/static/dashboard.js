@@ -12,6 +12,7 @@ const PROJECTS_QUERY = `query Dashboard {
   projects(first: 50) { edges { node {
     id name status completedAt deadline
     progress { total open claimed done failed canceled }
+    itemProgress { total resolved }
     remainingHistory(first: 120) { bucketSeconds edges { node { at remaining added finished } } }
     progressBySkill { skill total open claimed done failed canceled }
     forecast { remaining eta etaEarly etaLate onTrack atRisk throughputPerHour reasons
@@ -24,6 +25,8 @@ let socket = null;
 let pollTimer = null;
 let reloadTimer = null;
 let subscribed = new Set();
+let showCompleted = false;
+let lastNodes = [];
 
 const $ = (id) => document.getElementById(id);
 
@@ -56,6 +59,8 @@ async function gql(query, variables = {}) {
 }
 
 function fmt(ts) { return ts ? new Date(ts).toLocaleString() : "—"; }
+
+function count(n, one, many) { return `${n} ${n === 1 ? one : many}`; }
 
 function pct(done, total, canceled) {
   const denom = total - canceled;
@@ -103,10 +108,27 @@ function alertList(alerts) {
   return list;
 }
 
+// What needs a look comes first: at risk, then the nearest deadline, then projects without one
+// (newest first, as listed); canceled and completed ones last.
+function rank(p) {
+  if (p.status === "completed") return 3;
+  if (p.status === "canceled") return 2;
+  return p.forecast.atRisk ? 0 : 1;
+}
+
+function ordered(nodes) {
+  const deadline = (p) => (p.deadline ? Date.parse(p.deadline) : Infinity);
+  return nodes.map((p, i) => [p, i]).sort(([a, i], [b, j]) =>
+    rank(a) - rank(b) || deadline(a) - deadline(b) || i - j).map(([p]) => p);
+}
+
 function renderProject(p) {
   const g = p.progress;
   const f = p.forecast;
-  const percent = pct(g.done, g.total, g.canceled);
+  const items = p.itemProgress;
+  // an item with redundancy k has k answer slots: progress is told in items, answers second
+  const percent = items.total > 0 ? Math.round((100 * items.resolved) / items.total)
+    : pct(g.done, g.total, g.canceled);
   const title = el("h2", {}, p.name);
   // active and completed speak through the verdict badge; ingesting and canceled say so here
   if (p.status !== "active" && p.status !== "completed") {
@@ -118,8 +140,9 @@ function renderProject(p) {
     title,
     bar(percent, `${p.name} progress`),
     el("div", { class: "numbers", "data-testid": "numbers" },
-       `${g.done} of ${g.total} done · ${g.open} open · ${g.claimed} in progress · ` +
-       `${g.failed} failed · ${percent}%`),
+       `${items.resolved} of ${count(items.total, "item", "items")} · ` +
+       `${g.done} of ${count(g.total, "answer", "answers")} · ` +
+       `${g.open} open · ${g.claimed} in progress · ${g.failed} failed · ${percent}%`),
     el("div", { class: "numbers", "data-testid": "forecast" }, forecastLine(p, f)));
   const live = p.status === "active";
   const history = p.remainingHistory.edges.map((e) => e.node);
@@ -152,12 +175,26 @@ async function load() {
   try {
     const data = await gql(PROJECTS_QUERY);
     const nodes = data.projects.edges.map((e) => e.node);
-    $("projects").replaceChildren(...nodes.map(renderProject));
+    lastNodes = nodes;
+    render();
     $("message").textContent = nodes.length ? "" : "No projects yet.";
     subscribeAll(nodes.map((n) => n.id));
   } catch (err) {
     $("message").textContent = `Could not load projects: ${err.message}`;
   }
+}
+
+function render() {
+  const sorted = ordered(lastNodes);
+  const open = sorted.filter((p) => p.status !== "completed");
+  const done = sorted.filter((p) => p.status === "completed");
+  $("projects").replaceChildren(...open.map(renderProject));
+  const toggle = $("toggle-completed");
+  toggle.hidden = done.length === 0;
+  toggle.textContent = showCompleted ? `Hide ${done.length} completed`
+    : `Show ${done.length} completed`;
+  toggle.setAttribute("aria-expanded", String(showCompleted));
+  $("completed").replaceChildren(...(showCompleted ? done.map(renderProject) : []));
 }
 
 function scheduleReload() {
@@ -220,12 +257,16 @@ function signIn(value) {
   connect();
 }
 
+$("toggle-completed").addEventListener("click", () => { showCompleted = !showCompleted; render(); });
 $("auth").addEventListener("submit", (ev) => { ev.preventDefault(); signIn($("token").value); });
 $("signout").addEventListener("click", () => {
   localStorage.removeItem(TOKEN_KEY);
   clearInterval(pollTimer); pollTimer = null;
   if (socket) { const s = socket; socket = null; s.close(); }
   $("projects").replaceChildren();
+  $("completed").replaceChildren();
+  $("toggle-completed").hidden = true;
+  lastNodes = [];
   setLive("off", "offline");
 });
 

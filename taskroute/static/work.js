@@ -50,12 +50,14 @@ function closeSocket() {
 
 async function claimNext() {
   stopTimers();
+  state.claim = null;  // nothing held until the claim answers (the held one comes back)
   closeSocket();
   $("task").hidden = true;
   setStatus("Looking for a task…");
   const body = state.skills ? { skills: state.skills } : {};
   const r = await api("/v1/tasks/next", body);
   if (r.status === 204) { waitForWork(); return; }
+  if (r.status === 404 || r.status === 403) { showExpertsOnly(); return; }  // not a lease: the token
   if (r.status !== 200) {
     setStatus(explain(r.data, r.status), true);
     if (r.status === 503) setTimeout(claimNext, 2000);
@@ -129,6 +131,7 @@ async function showTask(claim) {
   }
   buildForm(t.answer_schema);
   showLayout(t, state.payload);
+  showInstructions(t.instructions);
   $("task").hidden = false;
   setStatus("Here is your task. Answer below and submit.");
   $("priority-hint").hidden = true;
@@ -439,6 +442,203 @@ $("auth").addEventListener("submit", (ev) => {
   const skills = $("skills").value.split(",").map((s) => s.trim()).filter(Boolean);
   state.skills = skills.length ? skills : null;
   if (!state.token) { setStatus("Paste your expert token first.", true); return; }
-  claimNext();
+  signIn();
 });
 $("answer").addEventListener("submit", submitAnswer);
+
+
+// --- who is signing in: experts only ---------------------------------------------------
+// A customer's or admin's token is answered NOT_FOUND ("only experts can do this") by the
+// claim, like an assignment that is gone; `me` tells the two apart before the first claim.
+
+async function gql(query, variables) {
+  const r = await fetch("/graphql", {
+    method: "POST",
+    headers: { "Authorization": `Bearer ${state.token}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ query, variables: variables || {} }),
+  });
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = null; }
+  return { status: r.status, body };
+}
+
+function showExpertsOnly() {
+  stopTimers(); closeSocket();
+  state.claim = null;
+  $("task").hidden = true; $("show-mywork").hidden = true; $("releases").hidden = true;
+  setStatus("This page is for experts: sign in with an expert token " +
+            "(this one belongs to a customer or an admin).", true);
+}
+
+async function signIn() {
+  const r = await gql("{ me { role expert { releasesLeft releasesResetAt } } }");
+  if (r.status === 401 || (r.body && r.body.errors &&
+      r.body.errors[0].extensions && r.body.errors[0].extensions.code === "UNAUTHENTICATED")) {
+    setStatus("That token was not accepted. Check it and paste it again.", true);
+    return;
+  }
+  const me = r.body && r.body.data ? r.body.data.me : null;
+  if (!me || me.role !== "expert" || !me.expert) { showExpertsOnly(); return; }
+  showReleasesLeft(me.expert.releasesLeft, me.expert.releasesResetAt);
+  $("show-mywork").hidden = false;
+  claimNext();
+}
+
+// --- releases: skip, can't answer, bad item; and on closing the tab ---------------------
+
+function timeOf(iso) {
+  return new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+function showReleasesLeft(left, resetsAt) {
+  const el = $("releases");
+  el.textContent = left > 0
+    ? `Skips left this hour: ${left}.`
+    : `No skips left this hour${resetsAt ? `; the next one at ${timeOf(resetsAt)}` : ""}.`;
+  el.hidden = false;
+}
+
+const RELEASE_WORDS = { SKIP: "Skipped", CANNOT_ANSWER: "Given back (can't answer)",
+                        BAD_ITEM: "Reported as a bad item" };
+
+async function releaseClaim(reason) {
+  const claim = state.claim;
+  if (!claim) return;
+  for (const b of $("release-actions").querySelectorAll("button")) b.disabled = true;
+  const r = await api(`/v1/assignments/${claim.assignment_id}/release`, { reason });
+  for (const b of $("release-actions").querySelectorAll("button")) b.disabled = false;
+  if (state.claim !== claim) return;
+  if (r.status === 200) {
+    state.claim = null;
+    showReleasesLeft(r.data.releases_left, r.data.resets_at);
+    notice(`${RELEASE_WORDS[reason]}. It goes to someone else; here is the next task.`);
+    await claimNext();
+    return;
+  }
+  const err = r.data && r.data.error;
+  if (r.status === 429 && err && err.code === "TOO_MANY_RELEASES") {
+    const at = err.details && err.details.resetsAt;
+    showReleasesLeft(0, at);
+    notice(`You have used this hour's skips. The next one is allowed at ${at ? timeOf(at) : "the top of the hour"}; ` +
+           "this task stays yours meanwhile.");
+    return;
+  }
+  notice(explain(r.data, r.status));
+  if (r.status === 409 || r.status === 404) await claimNext();
+}
+
+$("skip").addEventListener("click", () => releaseClaim("SKIP"));
+$("cannot-answer").addEventListener("click", () => releaseClaim("CANNOT_ANSWER"));
+$("bad-item").addEventListener("click", () => releaseClaim("BAD_ITEM"));
+
+// Closing the tab gives the task back at once (presence and forecasts follow the expert);
+// keepalive lets the request outlive the page.
+window.addEventListener("pagehide", () => {
+  const claim = state.claim;
+  if (!claim || !state.token) return;
+  state.claim = null;
+  fetch(`/v1/assignments/${claim.assignment_id}/release`, {
+    method: "POST",
+    keepalive: true,
+    headers: { "Authorization": `Bearer ${state.token}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ reason: "SKIP" }),
+  }).catch(() => {});
+});
+
+// --- instructions: Markdown rendered, then sanitized ------------------------------------
+// marked renders, DOMPurify removes scripts, event handlers and anything active; images
+// stay only from data: or this origin unless the project allows remote ones.
+
+function allowedImage(src, allowRemote) {
+  if (!src) return false;
+  if (/^data:image\//i.test(src)) return true;
+  let url;
+  try { url = new URL(src, location.href); } catch (e) { return false; }
+  if (url.origin === location.origin) return true;
+  return allowRemote && url.protocol === "https:";
+}
+
+function renderInstructions(markdown, allowRemote) {
+  const html = marked.parse(markdown, { async: false, gfm: true });
+  const clean = DOMPurify.sanitize(html, {
+    FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe",
+                  "object", "embed", "video", "audio", "source", "picture", "link", "meta"],
+    FORBID_ATTR: ["style", "srcset", "action", "formaction", "background", "poster"],
+    RETURN_DOM_FRAGMENT: true,
+  });
+  for (const img of clean.querySelectorAll("img")) {
+    if (!allowedImage(img.getAttribute("src"), allowRemote)) {
+      const note = document.createElement("span");
+      note.className = "blocked-image";
+      note.textContent = `[image not shown: ${img.getAttribute("alt") || "remote image"}]`;
+      img.replaceWith(note);
+    }
+  }
+  for (const a of clean.querySelectorAll("a")) {
+    a.target = "_blank"; a.rel = "noopener noreferrer";
+  }
+  return clean;
+}
+
+function showInstructions(instructions) {
+  const box = $("instructions");
+  if (!instructions) { box.hidden = true; $("instructions-body").textContent = ""; return; }
+  $("instructions-version").textContent = `(version ${instructions.version})`;
+  $("instructions-body").replaceChildren(
+    renderInstructions(instructions.markdown, !!instructions.allow_remote_images));
+  box.hidden = false;
+}
+
+// --- my work: answers, pay states, totals, bonuses --------------------------------------
+
+const MY_WORK = `query($a: String) { me { expert {
+  work(after: $a, first: 20) { edges { node { assignmentId projectId submittedAt payState
+    payCents paidCents rejectionReason autoApprovalAt } } pageInfo { hasNextPage endCursor } }
+  earnings { paidCents pendingCents rejectedCents bonusCents nextAutoApprovalAt
+    bonuses(first: 20) { amountCents reason projectId createdAt } } } } }`;
+
+const cents = (n) => `$${(n / 100).toFixed(2)}`;
+
+async function loadMyWork(after) {
+  const r = await gql(MY_WORK, { a: after || null });
+  const me = r.body && r.body.data && r.body.data.me;
+  if (!me || !me.expert) { showExpertsOnly(); return; }
+  const { work, earnings } = me.expert;
+  const e = earnings;
+  $("earnings").textContent = `Paid ${cents(e.paidCents)} · pending ${cents(e.pendingCents)}` +
+    ` · rejected ${cents(e.rejectedCents)} · bonuses ${cents(e.bonusCents)}` +
+    (e.nextAutoApprovalAt ? ` · next automatic approval ${new Date(e.nextAutoApprovalAt).toLocaleString()}` : "");
+  const rows = $("work-rows");
+  if (!after) rows.textContent = "";
+  for (const { node: w } of work.edges) {
+    const tr = document.createElement("tr");
+    tr.dataset.assignment = w.assignmentId;
+    const pay = w.payState === "paid" || w.payState === "reversed" ? cents(w.paidCents) : cents(w.payCents);
+    for (const text of [new Date(w.submittedAt).toLocaleString(), w.projectId.slice(0, 8), pay,
+                        w.payState, w.rejectionReason || ""]) {
+      const td = document.createElement("td"); td.textContent = text; tr.appendChild(td);
+    }
+    tr.children[3].className = `state-${w.payState}`;
+    rows.appendChild(tr);
+  }
+  const more = $("work-more");
+  more.hidden = !work.pageInfo.hasNextPage;
+  more.onclick = () => loadMyWork(work.pageInfo.endCursor);
+  const bonuses = $("bonus-lines");
+  bonuses.textContent = "";
+  for (const b of e.bonuses) {
+    const li = document.createElement("li");
+    li.textContent = `${cents(b.amountCents)}: ${b.reason || "bonus"} (project ${b.projectId.slice(0, 8)}, ${new Date(b.createdAt).toLocaleDateString()})`;
+    bonuses.appendChild(li);
+  }
+  if (!e.bonuses.length) {
+    const li = document.createElement("li"); li.textContent = "None yet."; bonuses.appendChild(li);
+  }
+}
+
+$("show-mywork").addEventListener("click", async () => {
+  const box = $("mywork");
+  box.hidden = !box.hidden;
+  $("show-mywork").textContent = box.hidden ? "My work" : "Hide my work";
+  if (!box.hidden) await loadMyWork(null);
+});

@@ -213,7 +213,8 @@ PAIRWISE = {
 async def _walk_newer_routes(
     api: Api, c: Checked, customer: str, et: str, expert_id: str, pid: str
 ) -> None:
-    """Quotes, layouts and review by experts, releases, bonuses, exports and webhooks."""
+    """Quotes, instructions, layouts and review by experts, releases, bonuses, exports and
+    webhooks."""
     r = await c.call("POST", "/v1/projects", customer, params={"dry_run": "true"}, json={
         "name": "quote", "deadline": "2100-01-01T00:00:00Z", "redundancy": 2,
         "tasks": [*tasks_of("grading", 3), {"skill": "grading", "payload": {}, "gold": 1}],
@@ -231,11 +232,15 @@ async def _walk_newer_routes(
     pairs = r.json()["project_id"]
     r = await c.call("GET", "/v1/projects/{id}", customer, {"id": pairs})
     assert r.json()["candidate_keys"] == ["x", "y"] and r.json()["expert_review"] is True
+    guide = {"markdown": "# Pick the better one", "allow_remote_images": True}
+    r = await c.call("PUT", "/v1/projects/{id}/instructions", customer, {"id": pairs}, json=guide)
+    assert r.json()["version"] == 1
     judge = (await api.create_expert(["judge"], name="judge"))["token"]
     reviewer = (await api.create_expert(["review:judge"], name="reviewer"))["token"]
     r = await c.call("POST", "/v1/tasks/next", judge, json={})
     task = r.json()["task"]
     assert task["layout"] == "PAIRWISE" and task["candidate_order"] in ("ab", "ba")
+    assert task["instructions"]["version"] == 1
     judged = r.json()["assignment_id"]
     await c.call("POST", "/v1/assignments/{id}/submit", judge, {"id": judged},
                  json={"answer": {"winner": "a"}})  # fmt: skip

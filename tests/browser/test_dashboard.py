@@ -98,7 +98,7 @@ async def test_dashboard_progress_and_at_risk(
                 await page.wait_for_selector(f'{bar}[aria-valuenow="50"]', timeout=WAIT_MS)
                 await page.wait_for_selector(f"{card} [data-testid=at-risk]", timeout=WAIT_MS)
                 numbers = await page.locator(f"{card} [data-testid=numbers]").inner_text()
-                assert numbers.startswith("2 of 4 done")
+                assert numbers.startswith("2 of 4 items · 2 of 4 answers"), numbers
                 # The reason, per skill, in words: nobody can do `review`.
                 review = await page.locator(f'{card} [data-skill="review"]').inner_text()
                 assert "no present expert holds `review`" in review, review
@@ -250,7 +250,13 @@ async def test_dashboard_draws_burndown_throughput_badges_and_alerts(
                 claim = await api.claim(writer["token"])
                 assert claim is not None
                 await api.submit(writer["token"], claim["assignmentId"], {"grade": 4})
-                completed = page.locator(f"{d} [data-testid=completed]")
+                # completed projects are folded away behind a toggle
+                toggle = page.locator("#toggle-completed")
+                await toggle.wait_for(timeout=WAIT_MS)
+                assert await toggle.inner_text() == "Show 1 completed"
+                assert await page.locator(f"#projects {d}").count() == 0
+                await toggle.click()
+                completed = page.locator(f"#completed {d} [data-testid=completed]")
                 await completed.wait_for(timeout=WAIT_MS)
                 assert await completed.inner_text() == "completed"
                 assert await page.get_attribute(d, "data-status") == "completed"
@@ -290,6 +296,93 @@ async def test_dashboard_draws_burndown_throughput_badges_and_alerts(
                 shutil.copy(shot, OUTPUT / "dashboard-charts.png")
                 # Everything the page loaded came from this server (no CDN).
                 assert all(u.startswith(dash_server.url) for u in requests), requests
+                assert errors == []
+            finally:
+                await browser.close()
+
+
+async def _order(page: Any) -> list[str]:
+    return list(
+        await page.eval_on_selector_all(
+            "#projects > [data-project]", "(cards) => cards.map((c) => c.dataset.project)"
+        )
+    )
+
+
+async def test_dashboard_counts_items_not_slots_and_puts_what_needs_a_look_first(
+    dash_server: InProcessServer, db: asyncpg.Connection, tmp_path: Path
+) -> None:
+    async with Api(dash_server.url) as api:
+        customer = await api.create_customer()
+        tok = customer["token"]
+        pairs = [await api.create_expert(["pairs"], name=f"judge {i}") for i in range(2)]
+        quick = await api.create_expert(["quick"], name="quick")
+        writer = await api.create_expert(["essay"], name="writer")
+        # present before the projects exist: `essay` is held, its pace merely unmeasured
+        assert await api.claim(writer["token"]) is None
+        now = await db_now(db)
+
+        def due(hours: int) -> str:
+            return (now + timedelta(hours=hours)).isoformat()
+
+        # 3 items x 2 answers: one judge answers all three, the other one of them -> one item
+        # resolved, four answers of six
+        judged = (await api.create_project(tok, tasks_of("pairs", 3), name="Pairs", redundancy=2))[
+            "project"
+        ]["id"]
+        later = (
+            await api.create_project(tok, tasks_of("essay", 1), name="Later", deadline=due(3))
+        )["project"]["id"]
+        sooner = (
+            await api.create_project(tok, tasks_of("essay", 1), name="Sooner", deadline=due(1))
+        )["project"]["id"]
+        # the latest deadline, but nobody holds `review`: at risk, so first
+        risky = (
+            await api.create_project(tok, tasks_of("review", 2), name="Risky", deadline=due(5))
+        )["project"]["id"]
+        done = (await api.create_project(tok, tasks_of("quick", 1), name="Done"))["project"]["id"]
+        for expert, n in ((pairs[0], 3), (pairs[1], 1), (quick, 1)):
+            for _ in range(n):
+                claim = await api.claim(expert["token"])
+                assert claim is not None
+                await api.submit(expert["token"], claim["assignmentId"], {"better": "a"})
+
+        async with playwright_api.async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 1100, "height": 900})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                await page.goto(f"{dash_server.url}/dashboard?poll=400")
+                await page.fill("#token", tok)
+                await page.click("#auth button[type=submit]")
+                await page.wait_for_selector(
+                    f'[data-project="{risky}"] [data-testid=at-risk]', timeout=WAIT_MS
+                )
+
+                card = f'[data-project="{judged}"]'
+                numbers = await page.inner_text(f"{card} [data-testid=numbers]")
+                assert numbers.startswith("1 of 3 items · 4 of 6 answers"), numbers
+                assert (
+                    await page.get_attribute(f"{card} > [role=progressbar]", "aria-valuenow")
+                    == "33"
+                )
+                # at risk first, then the nearest deadline, then no deadline; completed folded
+                assert await _order(page) == [risky, sooner, later, judged]
+                assert await page.locator(f'[data-project="{done}"]').count() == 0
+                toggle = page.locator("#toggle-completed")
+                assert await toggle.inner_text() == "Show 1 completed"
+                await toggle.click()
+                await page.wait_for_selector(f'#completed [data-project="{done}"]', timeout=WAIT_MS)
+                assert await toggle.get_attribute("aria-expanded") == "true"
+                assert await _order(page) == [risky, sooner, later, judged]
+
+                shot = tmp_path / "dashboard-order.png"
+                await page.screenshot(path=str(shot), full_page=True)
+                OUTPUT.mkdir(exist_ok=True)
+                shutil.copy(shot, OUTPUT / "dashboard-order.png")
+                await toggle.click()
+                await page.wait_for_selector(f'[data-project="{done}"]', state="detached")
                 assert errors == []
             finally:
                 await browser.close()

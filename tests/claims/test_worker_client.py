@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -171,3 +172,63 @@ async def test_the_readme_example_runs(served: ServeProcess, tmp_path: Path) -> 
     finally:
         proc.terminate()
         await proc.wait()
+
+
+HOLDING_SCRIPT = """
+import asyncio
+import os
+
+from taskroute.client import Worker, run
+
+
+async def main() -> None:
+    async with Worker(os.environ["TASKROUTE_URL"], os.environ["EXPERT_TOKEN"]) as worker:
+        async for task in worker.tasks():
+            print(f"holding {task.id}", flush=True)
+            await asyncio.Event().wait()  # a slow expert: still on it at Ctrl-C
+
+
+run(main())
+"""
+
+CURRENT_CLAIM = "{ me { expert { currentClaim { assignmentId } } } }"
+
+
+async def test_ctrl_c_releases_the_held_task_and_exits_130_without_a_traceback(
+    served: ServeProcess, tmp_path: Path
+) -> None:
+    async with Api(served.url) as api:
+        customer, expert = await _people(api)
+        created = await api.create_project(customer, [{"skill": "grading", "payload": 1}])
+        pid = created["project"]["id"]
+        script = tmp_path / "holder.py"
+        script.write_text(HOLDING_SCRIPT)
+        env: dict[str, Any] = {
+            **os.environ, "PYTHONPATH": str(ROOT), "TASKROUTE_URL": served.url,
+            "EXPERT_TOKEN": expert,
+        }  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+
+            async def holds() -> bool:
+                me = await api.gql(CURRENT_CLAIM, token=expert)
+                return me["me"]["expert"]["currentClaim"] is not None
+
+            await wait_for(holds, "the client's claim")
+            proc.send_signal(signal.SIGINT)
+            _, stderr = await asyncio.wait_for(proc.communicate(), timeout=60)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        assert proc.returncode == 130, stderr
+        assert b"Traceback" not in stderr, stderr.decode()
+        assert stderr.strip() == b"stopped (Ctrl-C)"
+        # released, not left to time out: open for others now, and no claim held
+        progress = await api.progress(customer, pid)
+        assert progress["open"] == 1 and progress["claimed"] == 0, progress
+        assert (await api.gql(CURRENT_CLAIM, token=expert))["me"]["expert"]["currentClaim"] is None
+        other = await api.create_expert(["grading"], "other")
+        assert await api.claim(other["token"]) is not None

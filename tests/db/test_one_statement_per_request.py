@@ -21,7 +21,16 @@ import pytest_asyncio
 from taskroute.db import pool as pool_module
 from taskroute.observability.logs import request_id_var
 
-from ..helpers import ADMIN_TOKEN, CLAIM, Api, InProcessServer, settings_for, tasks_of
+from ..helpers import (
+    ADMIN_TOKEN,
+    CLAIM,
+    CLAIM_TASK_FIELDS,
+    Api,
+    InProcessServer,
+    claim_mutation,
+    settings_for,
+    tasks_of,
+)
 
 HEARTBEAT = "mutation($a: ID!) { heartbeat(assignmentId: $a) { leaseUntil hasHighPriorityTasks } }"
 SUBMIT = "mutation($a: ID!, $x: JSON!) { submit(assignmentId: $a, answer: $x) { id } }"
@@ -155,4 +164,38 @@ async def test_claim_heartbeat_submit_are_one_statement_each(
     )
     assert len(sent) == 1, sent
     status, sent = await _rest(api, statements, "/v1/tasks/next", experts[1]["token"])
+    assert len(sent) == 1, sent
+
+
+async def test_a_claim_with_instructions_stays_one_statement(
+    counted: tuple[Api, Statements],
+) -> None:
+    """The claim returns the instructions' version; the text comes from a per-process cache
+    keyed by (project, version), read on a miss, and only when the client asks for it."""
+    from taskroute.resolvers import instructions
+
+    api, statements = counted
+    customer = await api.create_customer()
+    expert = await api.create_expert(["grading"])
+    created = await api.create_project(customer["token"], tasks_of("grading", 1))
+    await api.gql(
+        'mutation($p: ID!) { setInstructions(projectId: $p, markdown: "# Grade it") { version } }',
+        {"p": created["project"]["id"]},
+        customer["token"],
+    )
+    r = await api.rest("POST", f"/v1/assignments/{uuid.uuid4()}/heartbeat", expert["token"])
+    assert r.status_code == 404  # warms the credential cache
+    with_text = claim_mutation(CLAIM_TASK_FIELDS + " instructions { version markdown }")
+    data, sent = await _gql(api, statements, with_text, {}, expert["token"])
+    assert data["claimNextTask"]["task"]["instructions"] == {"version": 1, "markdown": "# Grade it"}
+    assert len(sent) == 1, sent  # the text was cached when it was set
+    status, sent = await _rest(api, statements, "/v1/tasks/next", expert["token"])
+    assert status == 200 and len(sent) == 1, sent
+    # A cold cache: the text costs one read, and only when asked for.
+    instructions._cache.clear()
+    _, sent = await _gql(api, statements, CLAIM, {}, expert["token"])
+    assert len(sent) == 1, sent
+    _, sent = await _gql(api, statements, with_text, {}, expert["token"])
+    assert len(sent) == 2, sent
+    _, sent = await _gql(api, statements, with_text, {}, expert["token"])
     assert len(sent) == 1, sent

@@ -114,8 +114,8 @@ async def build_churned(db: asyncpg.Connection, _facts: dict[str, Any]) -> dict[
         )
     ]
     await db.execute(
-        "INSERT INTO expert_skills (expert_id, skill, quality)"
-        " SELECT e, 'skill' || (k % 50), 1.0 FROM unnest($1::uuid[]) WITH ORDINALITY u(e, k)",
+        "INSERT INTO expert_skills (expert_id, skill, quality, starting_quality)"
+        " SELECT e, 'skill' || (k % 50), 1.0, 1.0 FROM unnest($1::uuid[]) WITH ORDINALITY u(e, k)",
         experts,
     )
     await db.execute(
@@ -194,7 +194,7 @@ async def test_submit_statements_probe_indexes_on_a_churned_table(
         "assignment_get": (a,),
         "task_lock": (t,),
         "assignment_lock": (a,),
-        "assignment_submit": (a, '{"label": 1}', 10, "on_submit"),
+        "assignment_submit": (a, '{"label": 1}', 10, "on_submit", False),
         "task_done": (t, a),
         "payout_insert": (a, e, w["project"], 10),
         "quality_submit_context": (t,),

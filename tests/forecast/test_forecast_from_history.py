@@ -230,9 +230,15 @@ async def test_once_every_task_is_claimed_the_end_is_the_last_in_progress(
     customer = (await api.create_customer())["token"]
     experts = await _two_steady_experts(api, db, customer)
     pid = (await api.create_project(customer, tasks_of("grading", len(waits))))["project"]["id"]
+    held = []
     for e, wait in zip(experts, waits, strict=False):
-        assert await api.claim(e["token"]) is not None
+        claim = await api.claim(e["token"])
+        assert claim is not None
+        held.append((e, claim))
         await clock.advance(wait)
+    # They are at work, as their heartbeats say (a silent holder is not: presence_overdue).
+    for e, claim in held:
+        await api.heartbeat(e["token"], claim["assignmentId"])
     f = await forecast(api, customer, pid)
     (s,) = f["bySkill"]
     assert s["inFlight"] == len(waits) and s["remaining"] == len(waits)

@@ -47,6 +47,17 @@ async def test_serve_without_database_url_uses_embedded_postgres(data_dir: Path)
             check=True,
         )
         token = json.loads(out.stdout)["token"]
+        assert out.stderr == f"database: embedded Postgres in {data_dir.resolve()}\n"
+        # from another folder, naming the data folder: the same database, not a new empty one
+        env.pop("TASKROUTE_DATA_DIR")
+        listed = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "taskroute", "admin", "list-customers", "--data-dir",
+             str(data_dir)],
+            env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=60,
+            check=True,
+        )  # fmt: skip
+        assert [c["name"] for c in json.loads(listed.stdout)] == ["acme"]
         async with Api(server.url) as api:
             created = await api.create_project(token, tasks_of("grading", 2))
             assert created["project"]["status"] == "active"
@@ -57,13 +68,14 @@ async def test_serve_without_database_url_uses_embedded_postgres(data_dir: Path)
 
 
 def test_admin_commands_print_their_result_only(database_url: str) -> None:
-    """One JSON line on stdout and nothing on stderr (no JSON log lines around it)."""
+    """One JSON line on stdout; on stderr only the line saying which database (no JSON log
+    lines around it)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DATABASE_URL": database_url}
     out = subprocess.run(
         [sys.executable, "-m", "taskroute.server.cli", "admin", "create-customer", "acme"],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    assert out.stderr == ""
+    assert out.stderr == f"database: {database_url}\n"
     assert set(json.loads(out.stdout)) >= {"id", "token"}
     help_text = subprocess.run(
         [sys.executable, "-m", "taskroute.server.cli", "serve", "--help"],

@@ -17,12 +17,14 @@
 --          named skills the expert does not hold).
 -- released: the leases returned to the pool, [{skill, project_id, status, min_quality}].
 -- candidates_swapped: the pairwise layout shows candidate b on the left to this assignment.
+-- instructions_version: the project's instructions the claim was given under (NULL: none).
 CREATE OR REPLACE FUNCTION taskroute_claim(
     p_expert uuid, p_skills text[], p_project uuid, p_gold_draw float8
 ) RETURNS TABLE (
     outcome text, assignment_id uuid, lease_until timestamptz, task_id uuid, project_id uuid,
     skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb,
-    payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean
+    payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean,
+    instructions_version integer
 )
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -101,6 +103,8 @@ BEGIN
         payload_bytes := v_claim.payload_bytes;
         -- the pairwise layout's order, drawn as the assignment was inserted (queries/layouts.sql)
         {{ assignment_candidates_swapped(v_claim.assignment_id) }} INTO candidates_swapped;
+        -- the version this claim records (functions/instructions.sql), for its text's cache
+        {{ assignment_instructions_version(v_claim.assignment_id) }} INTO instructions_version;
     END IF;
     RETURN NEXT;
 END
@@ -200,8 +204,7 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
+    IF {{ claim_lost(v_current, v_task, p_assignment) }} THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;

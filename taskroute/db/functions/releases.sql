@@ -39,8 +39,7 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    IF v_current.status <> 'active' OR NOT v_current.lease_live
-       OR v_task.assignment_id IS DISTINCT FROM p_assignment OR v_task.status <> 'claimed' THEN
+    IF {{ claim_lost(v_current, v_task, p_assignment) }} THEN
         outcome := 'expired';
         RETURN NEXT;
         RETURN;

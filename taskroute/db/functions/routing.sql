@@ -32,12 +32,36 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 100000000;
 CREATE OR REPLACE FUNCTION routing_fair_threshold() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE RETURN 50000000;
 
--- Base priority: eff_priority without the fairness boost (class, deadline bump and the task's
--- own priority). What experts may be told about; boosts are routing's business.
+-- Inside a class, the fairness job lifts a bounded number of open tasks of a project short of
+-- its least share among the class's projects (queries/routing.sql routing_class_lift) to this
+-- value: above every unlifted row of the class (deadline-bumped ones included: each project's
+-- integer priority reaches at most 99 inside NORMAL, 1000 + 100 in HIGH), below every row of
+-- the class above (HIGH's lowest is 99.9 x 10000, NORMAL's -99.1 x 10000); lifted rows keep
+-- their task priority, then FIFO. The bands are unused by any unlifted value.
+CREATE OR REPLACE FUNCTION routing_class_lift(project_priority integer, task_priority integer)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE routing_class(project_priority) WHEN 'high' THEN 11500000
+                                            WHEN 'normal' THEN 995000
+                                            ELSE -995000 END + task_priority;
+
+-- An eff_priority (without a fairness boost) with a class lift undone: the class's named
+-- level (100, 0, -100) x 10000 plus the task priority; any other value as it is.
+CREATE OR REPLACE FUNCTION routing_unlift(eff_priority integer) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN eff_priority - CASE WHEN eff_priority BETWEEN 11499000 AND 11501000 THEN 10500000
+                           WHEN eff_priority BETWEEN 994000 AND 996000 THEN 995000
+                           WHEN eff_priority BETWEEN -996000 AND -994000 THEN 5000
+                           ELSE 0 END;
+
+-- Base priority: eff_priority without the fairness boost nor a class lift (class, deadline
+-- bump and the task's own priority). What experts may be told about; boosts and lifts are
+-- routing's business. A lifted row reads as its class's named level (the project's own level
+-- is not kept in the row).
 CREATE OR REPLACE FUNCTION routing_base_priority(eff_priority integer) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN CASE WHEN eff_priority >= routing_fair_threshold()
-            THEN eff_priority - routing_fair_boost() ELSE eff_priority END;
+RETURN routing_unlift(CASE WHEN eff_priority >= routing_fair_threshold()
+                           THEN eff_priority - routing_fair_boost() ELSE eff_priority END);
 
 -- The eff_priority of a bumped project's task in a scarce skill, written once for the bump, its
 -- futility test and the re-lift of a skill measured scarce after the bump. Below HIGH it is the
@@ -49,3 +73,18 @@ RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN routing_eff_priority(project_priority, true, task_priority)
        + CASE WHEN project_priority >= 100 THEN 2100 * 10000 ELSE 0 END;
+
+-- Presence from the heartbeat: an expert holding a live claim whose heartbeats stopped (not
+-- seen, by claim or heartbeat, for two heartbeat intervals) is not working, even while the lease
+-- runs and before the sweeper's timeout ends the claim. The interval is a third of the
+-- project's heartbeat timeout (capped by the lease, as the sweeper caps it): clients beat at
+-- least that often (docs/api.md, Heartbeats), so two missed beats are a closed tab, not a
+-- slow network. The forecast's present experts and in-flight tasks and the routing job's
+-- active experts read it.
+CREATE OR REPLACE FUNCTION presence_overdue(
+    last_seen timestamptz, claimed timestamptz, heartbeat_timeout integer, lease integer,
+    now_ timestamptz
+) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN greatest(last_seen, claimed)
+       < now_ - make_interval(secs => 2 * least(heartbeat_timeout, lease) / 3.0);

@@ -130,6 +130,14 @@ LIMIT $4;
 -- $1 expert id.
 SELECT * FROM experts WHERE id = $1;
 
+-- name: experts_named
+-- $1 a whole name (any case), $2 max rows. For naming an expert in the admin CLI; the experts
+-- table is read whole (no index on names: an operator's lookup, not a request path).
+SELECT id, name, status, created_at FROM experts
+WHERE lower(name) = lower($1)
+ORDER BY created_at, id
+LIMIT $2;
+
 -- name: expert_get_for_update
 -- $1 expert id. The expert row first: the lock order of claims and heartbeats.
 SELECT * FROM experts WHERE id = $1 FOR UPDATE;

@@ -287,6 +287,13 @@ SELECT status, assignment_id, lease_until FROM tasks WHERE id = $1 FOR UPDATE;
 -- $1 assignment_id.
 SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = $1 FOR UPDATE;
 
+-- fragment: claim_lost
+-- $1 the assignment (assignment_lock's row), $2 its task (task_lock's row), $3 the assignment
+-- id. True when the expert may no longer act on the claim: it ended, its lease ran out, or
+-- the task was taken over (a sweep and a new claim). Submit and release ask the same question.
+($1.status <> 'active' OR NOT $1.lease_live
+ OR $2.assignment_id IS DISTINCT FROM $3 OR $2.status <> 'claimed')
+
 -- name: assignment_submit
 -- $1 assignment_id, $2 answer, $3 pay_cents, $4 payment_policy, $5 too_fast (answered
 -- sooner than the project's min_seconds_per_task after the claim). Stores the answer and the

@@ -11,6 +11,14 @@ WHERE ($1::uuid IS NULL OR customer_id = $1)
 ORDER BY created_at DESC, id DESC
 LIMIT $5;
 
+-- name: project_item_progress
+-- $1 project_id. Items, not slots: the customer's items (gold excluded) and how many are
+-- resolved (an agreed or adjudicated result). Two index-only scans of this project's entries
+-- (items_project_customer, item_results_resolved): bounded by the project's size.
+SELECT (SELECT count(*) FROM items WHERE project_id = $1 AND gold_answer IS NULL)::int AS total,
+       (SELECT count(*) FROM item_results
+        WHERE project_id = $1 AND status = 'resolved')::int AS resolved;
+
 -- name: project_progress_by_skill
 -- $1 project_id. Task counts by skill and state.
 SELECT skill,

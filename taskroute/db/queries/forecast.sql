@@ -52,16 +52,22 @@ present AS (
     -- `working`: one probe per expert of their one live claim (assignments_one_active). The
     -- former `OR e.id IN (every live claim)` was rescanned for each expert when stale
     -- statistics made the live claims look few (360,400 index rows for 850 experts).
-    SELECT e.id, e.last_seen_at, w.working
+    -- `fresh`: NULL without a live claim, else whether its heartbeats still come
+    -- (presence_overdue): a holder gone silent (tab closed) is not present at all, though
+    -- seen within the window and while the lease still runs.
+    SELECT e.id, e.last_seen_at, coalesce(w.fresh, false) AS working
     FROM experts e
     CROSS JOIN clock
     CROSS JOIN LATERAL (
-        SELECT EXISTS (SELECT 1 FROM assignments a
-                       WHERE a.expert_id = e.id AND a.status = 'active'
-                         AND a.lease_until > clock.now_) AS working
+        SELECT bool_or(NOT presence_overdue(e.last_seen_at, a.claimed_at,
+                                            p.heartbeat_timeout_seconds, p.lease_seconds,
+                                            clock.now_)) AS fresh
+        FROM assignments a JOIN projects p ON p.id = a.project_id
+        WHERE a.expert_id = e.id AND a.status = 'active' AND a.lease_until > clock.now_
     ) w
     WHERE e.status = 'active'
-      AND (e.last_seen_at >= clock.now_ - make_interval(secs => $1) OR w.working)
+      AND (w.fresh OR (w.fresh IS NULL
+                       AND e.last_seen_at >= clock.now_ - make_interval(secs => $1)))
 ),
 held AS (
     SELECT es.expert_id, es.skill, es.quality
@@ -146,18 +152,23 @@ ORDER BY ep.expert_id;
 -- $1 project ids, $2 skills (parallel arrays: the (project, skill) pairs whose tasks are all
 -- claimed), $3 clock (NULL: taskroute_now()). Each claimed task of those pairs: who holds it,
 -- for how many seconds they have (`age`), and whether the lease is live (an expired one is
--- the claim's to retake). Once nothing is left to claim the work ends with these tasks, so
+-- the claim's to retake, and so is one whose holder's heartbeats stopped: presence_overdue).
+-- Once nothing is left to claim the work ends with these tasks, so
 -- resolvers/forecast.py takes each holder's own pace and conditions on the age; one index
 -- probe per pair (tasks_project_skill_live), then the assignment by its key.
 WITH clock AS (SELECT coalesce($3::timestamptz, taskroute_now()) AS now_)
 SELECT t.project_id, t.skill, a.expert_id,
        greatest(extract(epoch FROM clock.now_ - a.claimed_at), 0)::float8 AS age,
-       t.lease_until > clock.now_ AS live
+       t.lease_until > clock.now_
+       AND NOT presence_overdue(e.last_seen_at, a.claimed_at, p.heartbeat_timeout_seconds,
+                                p.lease_seconds, clock.now_) AS live
 FROM clock
 CROSS JOIN unnest($1::uuid[], $2::text[]) AS want(project_id, skill)
 JOIN tasks t ON t.project_id = want.project_id AND t.skill = want.skill
             AND t.status = 'claimed'
 JOIN assignments a ON a.id = t.assignment_id
+JOIN experts e ON e.id = a.expert_id
+JOIN projects p ON p.id = t.project_id
 ORDER BY t.project_id, t.skill, a.expert_id;
 
 -- name: advisory_xact_lock

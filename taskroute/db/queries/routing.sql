@@ -286,10 +286,92 @@ boosted AS (
 )
 SELECT skill, project_id, count(*)::int AS boosted FROM boosted GROUP BY skill, project_id;
 
+-- name: routing_class_lift
+-- $1 clock (NULL: taskroute_now()), $2 window in seconds, $3 the projects' least share inside
+-- their class.
+-- Fairness inside a class, where the integer priority is otherwise a strict order: in a
+-- saturated skill (as routing_fair_boost), each project without a deadline and with open work
+-- there is due `$3 / n` of its class's claims in the skill over the window (counting the next
+-- one), n being the class's projects competing there (two at least: alone, a project gets the
+-- class's every claim), once the class got a claim there in the window. A project below its due gets just enough of its next open tasks (by
+-- the usual order) lifted to the top of its class (routing_class_lift: ahead of the class's
+-- other rows, behind every row of the class above), plus one ahead; lifts not yet claimed
+-- count as paid. So a project that got nothing in the window is lifted by the first pass that
+-- sees it, and the next expert asking in that skill takes its task unless the classes above
+-- have work there. Where experts keep up nothing is lifted, and priority orders the class.
+-- Run after routing_fair_boost (which it leaves alone: rows boosted across classes are above).
+WITH clock AS (SELECT coalesce($1::timestamptz, taskroute_now()) AS now_),
+recent AS (
+    SELECT t.skill, a.project_id, count(*)::int AS n
+    FROM clock, assignments a JOIN tasks t ON t.id = a.task_id
+    WHERE a.claimed_at > clock.now_ - make_interval(secs => $2) AND a.claimed_at <= clock.now_
+    GROUP BY t.skill, a.project_id
+),
+totals AS (SELECT skill, sum(n)::int AS total FROM recent GROUP BY skill),
+saturated AS (
+    SELECT tt.skill FROM totals tt
+    WHERE (SELECT count(*) FROM (SELECT 1 FROM tasks t
+                                 WHERE t.skill = tt.skill AND t.status = 'open'
+                                 LIMIT tt.total) w) >= tt.total
+),
+competing AS (
+    SELECT sa.skill, p.id AS project_id, p.priority, routing_class(p.priority) AS cls,
+           count(*) OVER (PARTITION BY sa.skill, routing_class(p.priority)) AS rivals
+    FROM saturated sa CROSS JOIN projects p
+    WHERE p.status = 'active' AND p.deadline IS NULL
+      -- OFFSET 0: one probe of tasks_open_project per (skill, project) (as routing_fair_boost)
+      AND EXISTS (SELECT 1 FROM tasks t
+                  WHERE t.project_id = p.id AND t.skill = sa.skill AND t.status = 'open'
+                  OFFSET 0)
+),
+class_got AS (
+    SELECT r.skill, routing_class(p.priority) AS cls, sum(r.n)::int AS got
+    FROM recent r JOIN projects p ON p.id = r.project_id
+    GROUP BY r.skill, routing_class(p.priority)
+),
+owed AS (
+    SELECT c.skill, c.project_id, c.priority,
+           (ceil($3::float8 / c.rivals * (coalesce(g.got, 0) + 1)) - coalesce(r.n, 0)
+            - (SELECT count(*) FROM tasks t
+               WHERE t.project_id = c.project_id AND t.skill = c.skill AND t.status = 'open'
+                 AND t.eff_priority >= routing_class_lift(c.priority, -1000)))::int AS n
+    FROM competing c
+    LEFT JOIN class_got g ON g.skill = c.skill AND g.cls = c.cls
+    LEFT JOIN recent r ON r.skill = c.skill AND r.project_id = c.project_id
+    -- a class served nothing in the window is short as a class (routing_fair_boost's
+    -- business), not unfair among its projects: lifting one of them would only pass the
+    -- deadline-bumped work that took its turn
+    WHERE c.rivals > 1 AND $3::float8 > 0 AND g.got > 0
+      -- a deadline first: while a deadline-bumped project has open work at this class's
+      -- level in the skill, nothing is lifted past it (the bump ends with its deadline)
+      AND NOT EXISTS (
+          SELECT 1 FROM projects b
+          WHERE b.deadline_bumped AND b.status = 'active'
+            AND routing_class(routing_eff_priority(b.priority, true, 0) / 10000) = c.cls
+            AND EXISTS (SELECT 1 FROM tasks t
+                        WHERE t.project_id = b.id AND t.skill = c.skill AND t.status = 'open'
+                        OFFSET 0))
+),
+lifted AS (
+    UPDATE tasks t SET eff_priority = routing_class_lift(o.priority, t.priority)
+    FROM owed o
+    CROSS JOIN LATERAL (
+        SELECT t2.id FROM tasks t2
+        WHERE t2.project_id = o.project_id AND t2.skill = o.skill AND t2.status = 'open'
+          AND t2.eff_priority < routing_class_lift(o.priority, -1000)
+        ORDER BY t2.eff_priority DESC, t2.seq
+        LIMIT o.n
+        FOR UPDATE SKIP LOCKED
+    ) pick
+    WHERE o.n > 0 AND t.id = pick.id
+    RETURNING t.skill, t.project_id
+)
+SELECT skill, project_id, count(*)::int AS lifted FROM lifted GROUP BY skill, project_id;
+
 -- name: routing_scarcity_refresh
 -- $1 clock (NULL: taskroute_now()), $2 active window in seconds: experts seen (or created)
--- within it count as active. $3 skills and $4 their typical seconds per task (parallel; from the
--- forecasts' measured pace; a skill missing gets the median of those given, or 1: counting
+-- within it count as active (not a holder whose heartbeats stopped: presence_overdue). $3
+-- skills and $4 their typical seconds per task (parallel; from the forecasts' measured pace; a skill missing gets the median of those given, or 1: counting
 -- tasks), $5 scarcity ratio. Rewrites skill_scarcity: per skill, active qualified experts,
 -- open backlog in tasks and in seconds of work, and whether the skill is scarce: its other
 -- active holders (an expert deciding asks who else could do the work) per second of backlog
@@ -309,6 +391,14 @@ helpers AS (
     FROM clock, expert_skills es JOIN experts e ON e.id = es.expert_id
     WHERE es.status = 'active' AND e.status = 'active'
       AND coalesce(e.last_seen_at, e.created_at) > clock.now_ - make_interval(secs => $2)
+      -- a holder whose heartbeats stopped (presence_overdue) is gone, though its lease runs;
+      -- one probe of its live claim (assignments_one_active)
+      AND NOT EXISTS (SELECT 1 FROM assignments a JOIN projects p ON p.id = a.project_id
+                      WHERE a.expert_id = e.id AND a.status = 'active'
+                        AND a.lease_until > clock.now_
+                        AND presence_overdue(e.last_seen_at, a.claimed_at,
+                                             p.heartbeat_timeout_seconds, p.lease_seconds,
+                                             clock.now_))
     GROUP BY es.skill
 ),
 measured AS (

@@ -201,6 +201,11 @@ async def get_expert(db: Any, expert_id: UUID) -> asyncpg.Record:
     return row
 
 
+async def experts_named(db: Database, name: str, limit: int) -> list[asyncpg.Record]:
+    """Experts whose whole name is `name`, ignoring case (names are not unique)."""
+    return await db.fetch(Q["experts_named"], v.text(name, "name", v.NAME_MAX), limit)
+
+
 async def get_customer(db: Any, customer_id: UUID) -> asyncpg.Record:
     row = await db.fetchrow(Q["customer_get"], customer_id)
     if row is None:

@@ -56,6 +56,9 @@ class RoutingPolicy:
     class_shares: dict[str, float] = field(
         default_factory=lambda: {"high": 0.5, "normal": 0.25, "low": 0.1}
     )
+    # Inside a class, in a saturated skill, the least share of the class's claims its projects
+    # without a deadline split evenly (routing_class_lift); 0: priority is a strict order.
+    project_share: float = 0.2
     # A project's own completions over the last `forecast_window` seconds are its realised
     # rate (the deadline bump's second view, next to the forecast).
     forecast_window: float = 600.0
@@ -75,6 +78,7 @@ class RoutingPolicy:
         return cls(
             fair_window=settings.routing_fair_window,
             class_shares=parse_class_shares(settings.routing_class_shares),
+            project_share=settings.routing_project_share,
             forecast_window=settings.routing_forecast_window,
             active_window=settings.routing_active_window,
             scarcity_ratio=settings.routing_scarcity_ratio,
@@ -87,6 +91,7 @@ class RoutingReport:
     ran: bool = False
     bumps: list[dict[str, Any]] = field(default_factory=list)
     boosted: int = 0
+    lifted: int = 0
 
 
 async def routing_once(
@@ -124,6 +129,10 @@ async def routing_once(
             [policy.class_shares[n] for n in names],
         )
         report.boosted = sum(r["boosted"] for r in boosts)
+        lifts = await conn.fetch(
+            Q["routing_class_lift"], clock, policy.fair_window, policy.project_share
+        )
+        report.lifted = sum(r["lifted"] for r in lifts)
         skills, typical = typical_seconds(ahead)
         await conn.execute(
             Q["routing_scarcity_refresh"],
