@@ -1,4 +1,5 @@
-"""The original REST contract (JSON, snake_case), on the same domain functions as GraphQL."""
+"""The original REST contract (JSON, snake_case), on the same domain functions as GraphQL,
+with its OpenAPI document and the pages around the APIs (`pages.py`)."""
 
 from starlette.routing import BaseRoute
 
@@ -9,6 +10,7 @@ from . import (
     exports,
     instructions,
     ledger,
+    pages,
     projects,
     quality,
     realtime,
@@ -17,7 +19,8 @@ from . import (
 )
 from .common import error_response
 
-routes: list[BaseRoute] = [
+# the /v1 API: each route carries its declaration (contract.Operation)
+api_routes: list[BaseRoute] = [
     *claims.routes,
     *projects.routes,
     *instructions.routes,
@@ -25,10 +28,14 @@ routes: list[BaseRoute] = [
     *quality.routes,
     *exports.routes,
     *ledger.routes,
-    *dashboard.routes,
-    *workbench.routes,
     *realtime.routes,
     *webhooks.routes,
 ]
+routes: list[BaseRoute] = [
+    *api_routes,
+    *dashboard.routes,
+    *workbench.routes,
+    *pages.routes_for(api_routes),
+]
 
-__all__ = ["error_response", "routes"]
+__all__ = ["api_routes", "error_response", "routes"]

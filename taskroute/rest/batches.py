@@ -11,14 +11,101 @@ from taskroute.resolvers import batches, ingest, payload_audit, payloads
 from taskroute.resolvers import validation as v
 from taskroute.resolvers.accounts.credentials import parse_id
 
-from .common import api_route, json_object, page_info, page_size, services, viewer
+from .common import api_route, declared_body, page_info, page_size, services, viewer
+from .contract import (
+    ANY_JSON,
+    CURSOR,
+    INGEST,
+    INTEGER,
+    PAGE_INFO,
+    PAGE_SIZE,
+    STRING,
+    TASK_INPUT,
+    TIME,
+    UUID,
+    Operation,
+    Param,
+    Reply,
+    array,
+    nullable,
+    obj,
+)
+
+ADDED = {"project_id": UUID, "status_url": STRING}
+ADD_TASKS = Operation(
+    "POST",
+    "/v1/projects/{id}/tasks",
+    "Add tasks to a project",
+    auth="customer",
+    tag="projects",
+    body=obj({"tasks": array(TASK_INPUT)}),
+    errors=(409,),
+    replies={
+        201: Reply("stored", obj({**ADDED, "added": INTEGER})),
+        202: Reply(
+            "being stored in the background", obj({**ADDED, "job_id": UUID, "ingest": INGEST})
+        ),
+    },
+)
+GET_PAYLOAD = Operation(
+    "GET",
+    "/v1/payloads/{id}",
+    "A large payload, by the signed link a claim gave",
+    auth="expert",
+    tag="claims",
+    description="For the expert holding the live lease; `id` is the assignment.",
+    query=(Param("exp", "the link's expiry"), Param("sig", "the link's signature")),
+    errors=(410,),
+    replies={
+        200: Reply("the payload", ANY_JSON),
+        307: Reply("the payload's address in the blob store", headers=("Location",)),
+    },
+)
+AUDIT_LOG = Operation(
+    "GET",
+    "/v1/audit-log",
+    "A page of the payload audit (who received which payload)",
+    auth="customer or admin",
+    tag="projects",
+    query=(
+        Param("first", "page size (default 100)", PAGE_SIZE),
+        Param("limit", "deprecated: first", PAGE_SIZE),
+        Param("after", "a page_info.end_cursor"),
+        Param("project_id", "only this project", UUID),
+        Param("expert_id", "only this expert", UUID),
+    ),
+    replies={
+        200: Reply(
+            "a page, oldest first",
+            obj(
+                {
+                    "entries": array(
+                        obj(
+                            {
+                                "cursor": {**CURSOR, "deprecated": True},
+                                "expert_id": UUID,
+                                "customer_id": UUID,
+                                "project_id": UUID,
+                                "task_id": UUID,
+                                "action": STRING,
+                                "at": TIME,
+                            }
+                        )
+                    ),
+                    "page_info": PAGE_INFO,
+                    "next_cursor": {**nullable(CURSOR), "deprecated": True},
+                }
+            ),
+        )
+    },
+)
 
 
 async def add_tasks(request: Request) -> Response:
     customer_id = (await viewer(request)).require_customer()
     s = services(request)
     project_id = parse_id(request.path_params["id"], "project")
-    body = await json_object(request, {"tasks"}, required={"tasks"})
+    body = await declared_body(request, ADD_TASKS)
     specs = v.task_specs(
         body["tasks"], s.settings.max_tasks_per_request, s.settings.max_payload_bytes
     )
@@ -97,12 +184,7 @@ async def audit_log(request: Request) -> Response:
 
 
 routes = [
-    api_route("/v1/projects/{id}/tasks", add_tasks, methods=["POST"]),
-    api_route("/v1/payloads/{id}", get_payload, methods=["GET"], query=("exp", "sig")),
-    api_route(
-        "/v1/audit-log",
-        audit_log,
-        methods=["GET"],
-        query=("first", "limit", "after", "project_id", "expert_id"),
-    ),
+    api_route(ADD_TASKS, add_tasks),
+    api_route(GET_PAYLOAD, get_payload),
+    api_route(AUDIT_LOG, audit_log),
 ]

@@ -16,6 +16,8 @@ from taskroute.resolvers.accounts.credentials import Viewer
 from taskroute.resolvers.paging import Page
 from taskroute.resolvers.services import Services
 
+from .contract import Operation
+
 
 def error_response(exc: TaskrouteError) -> Response:
     body: dict[str, Any] = {"code": exc.code, "message": exc.message}
@@ -82,13 +84,18 @@ async def json_object(
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def api_route(
-    path: str, endpoint: Endpoint, methods: list[str], query: tuple[str, ...] = ()
-) -> Route:
-    """A /v1 route taking the query parameters named in `query` and no others: an unknown one
-    is refused (422 BAD_INPUT naming it), as unknown body fields are (`json_object`), instead of
-    being ignored (a misspelt `frist=10` silently gave the default page)."""
-    allowed = frozenset(query)
+class ApiRoute(Route):
+    """A /v1 route and its declaration (what `openapi.py` documents)."""
+
+    operation: Operation
+
+
+def api_route(operation: Operation, endpoint: Endpoint) -> ApiRoute:
+    """The route `operation` declares, taking the query parameters it names and no others: an
+    unknown one is refused (422 BAD_INPUT naming it), as unknown body fields are
+    (`declared_body`), instead of being ignored (a misspelt `frist=10` silently gave the
+    default page)."""
+    allowed = frozenset(operation.query_names)
 
     async def checked(request: Request) -> Response:
         unknown = set(request.query_params) - allowed
@@ -100,7 +107,19 @@ def api_route(
             )
         return await endpoint(request)
 
-    return Route(path, checked, methods=methods)
+    route = ApiRoute(operation.path, checked, methods=[operation.method])
+    route.operation = operation
+    return route
+
+
+async def declared_body(request: Request, operation: Operation) -> dict[str, Any]:
+    """The body as `operation` declares it: its fields and no others, the required ones
+    present (`json_object`)."""
+    return await json_object(
+        request,
+        operation.body_fields,
+        required=operation.required_fields if operation.body_required else frozenset(),
+    )
 
 
 def page_size(request: Request) -> tuple[str, str]:

@@ -21,6 +21,22 @@ from taskroute.resolvers.batches import blobs_of
 
 from . import export_parquet
 from .common import api_route, services, viewer
+from .contract import (
+    ANY_JSON,
+    BOOLEAN,
+    CURSOR,
+    INTEGER,
+    NUMBER,
+    STRING,
+    TIME,
+    UUID,
+    Operation,
+    Param,
+    Reply,
+    array,
+    nullable,
+    obj,
+)
 from .quality import owned_project
 
 FORMATS = {
@@ -34,6 +50,95 @@ CSV_COLUMNS = (
 )  # fmt: skip
 CSV_JSON = frozenset({"answer", "answers", "payload"})  # cells holding JSON text
 EXPERT_IDS = ("pseudonymous", "real")
+
+# One exported item (resolvers/exports.row): a JSON line, a CSV row (JSON cells as JSON text).
+EXPORT_ROW = obj(
+    {
+        "as_of": {**CURSOR, "description": "the position this export reflects"},
+        "item_id": UUID,
+        "external_id": nullable(STRING),
+        "status": {"enum": ["resolved", "retracted"]},
+        "answer": ANY_JSON,
+        "confidence": nullable(NUMBER),
+        "agreement": nullable(NUMBER),
+        "method": nullable(STRING),
+        "version": INTEGER,
+        "changed_at": TIME,
+        "answers": nullable(
+            array(
+                obj(
+                    {
+                        "expert": {
+                            **STRING,
+                            "description": "a per-project pseudonym, or the expert's id with "
+                            "expert_ids=real",
+                        },
+                        "answer": ANY_JSON,
+                        "kind": STRING,
+                        "retracted": BOOLEAN,
+                    }
+                )
+            )
+        ),
+        "payload": {**ANY_JSON, "description": "null when payload_url is given or it was deleted"},
+        "payload_url": {
+            **nullable(STRING),
+            "description": "a signed link (/v1/items/{id}/payload) to a blob-store payload",
+        },
+        "payload_deleted": BOOLEAN,
+    }
+)
+EXPORT = Operation(
+    "GET",
+    "/v1/projects/{id}/export",
+    "A project's results as a file for a training pipeline",
+    auth="customer or admin",
+    tag="results",
+    description="Streamed page by page as of one change-feed position; every check runs "
+    "before the first byte (a bad request is an error, never a truncated file).",
+    query=(
+        Param("format", "the file's format", {"enum": list(FORMATS), "default": "jsonl"}),
+        Param(
+            "as_of",
+            "a position of the change feed (an export's as_of, a result-changes cursor); "
+            "default: now",
+            CURSOR,
+        ),
+        Param(
+            "expert_ids",
+            "experts as per-project pseudonyms or their real ids",
+            {"enum": list(EXPERT_IDS), "default": "pseudonymous"},
+        ),
+    ),
+    replies={
+        200: Reply(
+            "JSON Lines (one item per line), CSV with a header row, or Parquet (the "
+            "server needs the parquet extra)",
+            {"type": "string"},
+            media="application/x-ndjson",
+            line_schema=EXPORT_ROW,
+            headers=("X-Taskroute-As-Of",),
+            other_media=(
+                ("text/csv", {"type": "string"}),
+                ("application/vnd.apache.parquet", {"type": "string", "format": "binary"}),
+            ),
+        )
+    },
+)
+ITEM_PAYLOAD = Operation(
+    "GET",
+    "/v1/items/{id}/payload",
+    "The payload behind an export's signed item link",
+    auth="customer or admin",
+    tag="results",
+    description="For a token that sees the item's project; `id` is the item.",
+    query=(Param("exp", "the link's expiry"), Param("sig", "the link's signature")),
+    errors=(410,),
+    replies={
+        200: Reply("the payload", ANY_JSON),
+        307: Reply("the payload's address in the blob store", headers=("Location",)),
+    },
+)
 
 
 def _jsonl(rows: list[dict[str, Any]]) -> bytes:
@@ -121,11 +226,6 @@ async def item_payload(request: Request) -> Response:
 
 
 routes = [
-    api_route(
-        "/v1/projects/{id}/export",
-        export,
-        methods=["GET"],
-        query=("format", "as_of", "expert_ids"),
-    ),
-    api_route("/v1/items/{id}/payload", item_payload, methods=["GET"], query=("exp", "sig")),
+    api_route(EXPORT, export),
+    api_route(ITEM_PAYLOAD, item_payload),
 ]

@@ -20,7 +20,134 @@ from taskroute.errors import BadInput
 from taskroute.resolvers import acceptance, ledger
 from taskroute.resolvers.accounts.credentials import parse_id
 
-from .common import api_route, json_object, services, viewer
+from .common import api_route, declared_body, services, viewer
+from .contract import (
+    BOOLEAN,
+    INTEGER,
+    STRING,
+    TIME,
+    UUID,
+    Operation,
+    Param,
+    Reply,
+    array,
+    nullable,
+    obj,
+)
+
+PAYOUTS_CSV = Operation(
+    "GET",
+    "/v1/payouts.csv",
+    "The payout ledger as CSV",
+    auth="any token",
+    tag="payments",
+    description="Give project_id (customers: their projects) or expert_id (experts: their "
+    "own); admins may read any. Every line, oldest first, then the undecided work as pending.",
+    query=(
+        Param("project_id", "a project's ledger", UUID),
+        Param("expert_id", "an expert's ledger", UUID),
+    ),
+    replies={200: Reply("CSV with a header row", {"type": "string"}, media="text/csv")},
+)
+REVIEW = obj(
+    {
+        "assignment_id": UUID,
+        "expert_id": UUID,
+        "project_id": UUID,
+        "status": STRING,
+        "reason": nullable(STRING),
+        "reviewed_by": nullable(STRING),
+        "reviewed_at": nullable(TIME),
+        "submitted_at": nullable(TIME),
+        "pay_cents": INTEGER,
+        "payment_policy": STRING,
+        "override_until": nullable(TIME),
+        "candidate_order": {
+            **nullable({"enum": ["ab", "ba"]}),
+            "description": "PAIRWISE: the order its expert saw the candidates in",
+        },
+        "changed": {**BOOLEAN, "description": "did this call change the state"},
+        "note": {**nullable(STRING), "description": "why nothing changed"},
+        "too_fast": {
+            **BOOLEAN,
+            "description": "answered sooner than the project's min_seconds_per_task",
+        },
+    }
+)
+DECISION = obj(
+    {"assignment_ids": array(UUID)},
+    {"reason": {**STRING, "description": "required to reject"}},
+)
+REVIEWS = Reply("one review per assignment", obj({"reviews": array(REVIEW)}))
+APPROVE = Operation(
+    "POST",
+    "/v1/assignments/approve",
+    "Approve submitted work (batch, idempotent)",
+    auth="customer or admin",
+    tag="payments",
+    body=DECISION,
+    errors=(409,),
+    replies={200: REVIEWS},
+)
+REJECT = Operation(
+    "POST",
+    "/v1/assignments/reject",
+    "Reject submitted work with a reason (batch, idempotent)",
+    auth="customer or admin",
+    tag="payments",
+    body=DECISION,
+    errors=(409,),
+    replies={200: REVIEWS},
+)
+GET_REVIEW = Operation(
+    "GET",
+    "/v1/assignments/{id}/review",
+    "The review state of one assignment",
+    auth="any token",
+    tag="payments",
+    description="For the expert who did it, the project's customer, and admins.",
+    replies={200: Reply("the review", REVIEW)},
+)
+GRANT_BONUS = Operation(
+    "POST",
+    "/v1/projects/{id}/bonuses",
+    "Grant a bonus to an expert who worked on the project (idempotent per key)",
+    auth="customer or admin",
+    tag="payments",
+    description="One ledger line per (project, idempotency_key), however often it is asked "
+    "for; the same key with another expert, amount or reason is 409 CONFLICT. An expert who "
+    "never submitted work in the project is 404.",
+    body=obj(
+        {
+            "expert_id": UUID,
+            "amount_cents": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "at most TASKROUTE_BONUS_MAX_CENTS",
+            },
+            "reason": {"type": "string", "minLength": 1, "maxLength": ledger.REASON_MAX},
+            "idempotency_key": {"type": "string", "minLength": 1, "maxLength": ledger.KEY_MAX},
+        }
+    ),
+    errors=(409,),
+    replies={
+        200: Reply(
+            "the bonus line (the first one's, for a repeated key)",
+            obj(
+                {
+                    "id": UUID,
+                    "kind": {"const": "bonus"},
+                    "expert_id": UUID,
+                    "project_id": UUID,
+                    "amount_cents": INTEGER,
+                    "reason": STRING,
+                    "idempotency_key": STRING,
+                    "created_at": TIME,
+                }
+            ),
+        )
+    },
+)
 
 
 async def payouts_csv(request: Request) -> Response:
@@ -67,7 +194,7 @@ def _review_json(r: acceptance.Review) -> dict[str, Any]:
 
 async def _decide(request: Request, accept: bool) -> Response:
     who = await viewer(request)
-    body = await json_object(request, {"assignment_ids", "reason"})
+    body = await declared_body(request, APPROVE if accept else REJECT)
     raw = body.get("assignment_ids")
     if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
         raise BadInput("assignment_ids must be a list of ids", field="assignment_ids")
@@ -98,11 +225,7 @@ async def review(request: Request) -> Response:
 
 async def grant_bonus(request: Request) -> Response:
     who = await viewer(request)
-    body = await json_object(
-        request,
-        {"expert_id", "amount_cents", "reason", "idempotency_key"},
-        required={"expert_id", "amount_cents", "reason", "idempotency_key"},
-    )
+    body = await declared_body(request, GRANT_BONUS)
     raw_expert = body["expert_id"]
     if not isinstance(raw_expert, str):
         raise BadInput("expert_id must be a string", field="expert_id")
@@ -132,9 +255,9 @@ async def grant_bonus(request: Request) -> Response:
 
 
 routes = [
-    api_route("/v1/payouts.csv", payouts_csv, methods=["GET"], query=("project_id", "expert_id")),
-    api_route("/v1/assignments/approve", approve, methods=["POST"]),
-    api_route("/v1/assignments/reject", reject, methods=["POST"]),
-    api_route("/v1/assignments/{id}/review", review, methods=["GET"]),
-    api_route("/v1/projects/{id}/bonuses", grant_bonus, methods=["POST"]),
+    api_route(PAYOUTS_CSV, payouts_csv),
+    api_route(APPROVE, approve),
+    api_route(REJECT, reject),
+    api_route(GET_REVIEW, review),
+    api_route(GRANT_BONUS, grant_bonus),
 ]

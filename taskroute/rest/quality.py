@@ -11,14 +11,168 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from taskroute.db.pool import Database
-from taskroute.errors import BadInput
 from taskroute.resolvers import answer_schema, batches, projects
 from taskroute.resolvers.accounts.credentials import parse_id
 from taskroute.resolvers.quality import adjudication, gold, policy, result_feed
 
-from .common import api_route, json_body, json_object, page_info, page_size, services, viewer
+from .common import api_route, declared_body, page_info, page_size, services, viewer
+from .contract import (
+    ANY_JSON,
+    BOOLEAN,
+    CURSOR,
+    INTEGER,
+    PAGE_INFO,
+    PAGE_SIZE,
+    STRING,
+    TASK_INPUT,
+    TIME,
+    Operation,
+    Param,
+    Reply,
+    Schema,
+    array,
+    nullable,
+    obj,
+)
+from .contract import UUID as ID
 
 STREAM_PAGE = 500  # rows per database round trip while streaming
+
+RESULT_LINE = obj(
+    {
+        "item_id": ID,
+        "external_id": nullable(STRING),
+        "answer": ANY_JSON,
+        "agreement": nullable({"type": "number"}),
+        "answers": INTEGER,
+        "method": STRING,
+        "version": INTEGER,
+        "confidence": nullable({"type": "number"}),
+        "updated_at": TIME,
+    }
+)
+RESULTS = Operation(
+    "GET",
+    "/v1/projects/{id}/results",
+    "Resolved items as JSON Lines",
+    auth="customer or admin",
+    tag="results",
+    description="One JSON object per line, in item-id order; `after` (an item id, or a cursor "
+    "of GraphQL's itemResults) resumes.",
+    query=(Param("after", "resume after this item"),),
+    replies={
+        200: Reply(
+            "a stream of JSON objects, one per line",
+            {"type": "string"},
+            media="application/x-ndjson",
+            line_schema=RESULT_LINE,
+        )
+    },
+)
+RESULT_CHANGES = Operation(
+    "GET",
+    "/v1/projects/{id}/result-changes",
+    "A page of the result change feed",
+    auth="customer or admin",
+    tag="results",
+    query=(
+        Param("first", "page size (default 100)", PAGE_SIZE),
+        Param("limit", "deprecated: first", PAGE_SIZE),
+        Param("after", "a page_info.end_cursor (or the deprecated cursor)"),
+    ),
+    replies={
+        200: Reply(
+            "a page, oldest change first",
+            obj(
+                {
+                    "changes": array(
+                        obj(
+                            {
+                                "cursor": {**CURSOR, "deprecated": True},
+                                "item_id": ID,
+                                "external_id": nullable(STRING),
+                                "version": INTEGER,
+                                "change": STRING,
+                                "answer": ANY_JSON,
+                                "agreement": nullable({"type": "number"}),
+                                "at": TIME,
+                            }
+                        )
+                    ),
+                    "page_info": PAGE_INFO,
+                    "cursor": {**nullable(CURSOR), "deprecated": True},
+                    "has_more": {**BOOLEAN, "deprecated": True},
+                }
+            ),
+        )
+    },
+)
+
+
+def _policy_schema(required: bool) -> Schema:
+    """The quality policy, from the bounds policy.set_policy checks."""
+    fields: dict[str, Schema] = {
+        name: {"type": kind, "minimum": lo, "maximum": hi}
+        for name, (kind, lo, hi) in policy.POLICY_FIELDS.items()
+    }
+    fields.update({name: {"enum": list(allowed)} for name, allowed in policy.CHOICES.items()})
+    fields["answer_field"] = {**STRING, "maxLength": 200, "description": '"": whole answers'}
+    fields["adjudicate"] = BOOLEAN
+    if required:  # as stored: a field may be unset (null)
+        return obj({k: nullable(s) for k, s in fields.items()})
+    return obj({}, fields)
+
+
+GOLD_POOL = array(
+    obj(
+        {
+            "skill": STRING,
+            "active": INTEGER,
+            "retired": INTEGER,
+            "exposures": INTEGER,
+            "low": BOOLEAN,
+        }
+    )
+)
+GET_POLICY = Operation(
+    "GET",
+    "/v1/projects/{id}/quality",
+    "A project's quality policy and gold pool",
+    auth="customer or admin",
+    tag="quality",
+    replies={
+        200: Reply("the policy", obj({"policy": _policy_schema(True), "gold_pool": GOLD_POOL}))
+    },
+)
+PUT_POLICY = Operation(
+    "PUT",
+    "/v1/projects/{id}/quality",
+    "Change a project's quality policy (the fields given)",
+    auth="customer or admin",
+    tag="quality",
+    body=_policy_schema(False),
+    replies={200: Reply("the policy now", obj({"policy": _policy_schema(True)}))},
+)
+ADD_GOLD = Operation(
+    "POST",
+    "/v1/projects/{id}/gold",
+    "Add gold items (known answers, never sent as real work)",
+    auth="customer or admin",
+    tag="quality",
+    body=obj({"tasks": {**array(TASK_INPUT), "minItems": 1}}),
+    errors=(409,),
+    replies={201: Reply("stored", obj({"added": INTEGER}))},
+)
+PRIOR_ANSWERS = Operation(
+    "GET",
+    "/v1/tasks/{id}/prior-answers",
+    "The answers an adjudication task weighs",
+    auth="expert",
+    tag="quality",
+    description="Only while the expert holds the adjudication's live lease: null for any other "
+    "task or holder.",
+    replies={200: Reply("the earlier answers", obj({"prior_answers": nullable(array(ANY_JSON))}))},
+)
 
 
 def _result_line(r: Any) -> str:
@@ -113,16 +267,14 @@ async def get_policy(request: Request) -> Response:
 async def put_policy(request: Request) -> Response:
     """Partial update of the quality policy (snake_case fields, as in GraphQL's input)."""
     project_id = await owned_project(request)
-    body = await json_body(request)
-    if not isinstance(body, dict):
-        raise BadInput("the body must be a JSON object")
+    body = await declared_body(request, PUT_POLICY)
     row = await policy.set_policy(services(request).db, project_id, body)
     return JSONResponse({"policy": _policy_json(row)})
 
 
 async def add_gold(request: Request) -> Response:
     project_id = await owned_project(request)
-    body = await json_object(request, {"tasks"}, required={"tasks"})
+    body = await declared_body(request, ADD_GOLD)
     s = services(request)
     project = await projects.get_project(s.db, project_id, None)  # owned: checked above
     answer_schema.check_gold_items(body["tasks"], project["answer_schema"])
@@ -148,15 +300,10 @@ async def prior_answers(request: Request) -> Response:
 
 
 routes = [
-    api_route("/v1/projects/{id}/results", results, methods=["GET"], query=("after",)),
-    api_route(
-        "/v1/projects/{id}/result-changes",
-        result_changes,
-        methods=["GET"],
-        query=("first", "limit", "after"),
-    ),
-    api_route("/v1/projects/{id}/quality", get_policy, methods=["GET"]),
-    api_route("/v1/projects/{id}/quality", put_policy, methods=["PUT"]),
-    api_route("/v1/projects/{id}/gold", add_gold, methods=["POST"]),
-    api_route("/v1/tasks/{id}/prior-answers", prior_answers, methods=["GET"]),
+    api_route(RESULTS, results),
+    api_route(RESULT_CHANGES, result_changes),
+    api_route(GET_POLICY, get_policy),
+    api_route(PUT_POLICY, put_policy),
+    api_route(ADD_GOLD, add_gold),
+    api_route(PRIOR_ANSWERS, prior_answers),
 ]

@@ -8,6 +8,30 @@ from starlette.responses import JSONResponse, Response
 from taskroute.errors import Unavailable
 
 from .common import api_route, services, viewer
+from .contract import Operation, Reply
+
+REALTIME_STATUS = Operation(
+    "GET",
+    "/v1/realtime/status",
+    "The realtime hub's state, for operators",
+    auth="admin",
+    tag="operations",
+    replies={
+        200: Reply(
+            "the LISTEN connection, subscribers and credential cache",
+            {
+                "type": "object",
+                "required": ["listener", "reconnects", "task_waiters"],
+                "properties": {
+                    "listener": {"enum": ["ok", "down"]},
+                    "reconnects": {"type": "integer"},
+                    "task_waiters": {"type": "integer"},
+                    "credential_cache": {"type": "object"},
+                },
+            },
+        )
+    },
+)
 
 
 async def realtime_status(request: Request) -> Response:
@@ -22,4 +46,4 @@ async def realtime_status(request: Request) -> Response:
     return JSONResponse(body)
 
 
-routes = [api_route("/v1/realtime/status", realtime_status, methods=["GET"])]
+routes = [api_route(REALTIME_STATUS, realtime_status)]

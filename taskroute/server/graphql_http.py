@@ -63,6 +63,7 @@ from taskroute.resolvers import claims
 from taskroute.resolvers.accounts.authentication import authenticate
 from taskroute.resolvers.accounts.credential_cache import CredentialCache, StreamEnd
 from taskroute.resolvers.accounts.credentials import Viewer, hash_token, parse_bearer
+from taskroute.rest.pages import graphiql_page
 from taskroute.schema.claims import CLAIM_OPS
 from taskroute.schema.limits import MAX_TOKENS
 from taskroute.schema.pipeline import parse_cached
@@ -173,6 +174,9 @@ class SpecGraphQL(GraphQL[Any, None]):
         kwargs.setdefault("subscription_protocols", SUBSCRIPTION_PROTOCOLS)
         super().__init__(*args, **kwargs)
         self._transport_by_accept: dict[str, Any] = {}
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        return graphiql_page()
 
     def _get_stream_transport_from_headers(self, headers: Mapping[str, str]) -> Any:
         # strawberry asks each stream transport whether it accepts the `Accept` header, the

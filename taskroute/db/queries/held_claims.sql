@@ -16,9 +16,22 @@ SELECT EXISTS (
 -- leases), or no row; nothing written (the claim's own path also records presence and an
 -- audit row: heartbeats record presence, and the claim was recorded when it was made). An
 -- expert no longer active gets no row, as from the claim.
-SELECT 'held' AS outcome, h.*, '[]'::jsonb AS released,
-       (SELECT coalesce(i.answer_schema, p.answer_schema)
-        FROM items i JOIN projects p ON p.id = i.project_id
-        WHERE i.id = h.item_id) AS answer_schema
+-- The same columns as claim_call: the layout's order, the instructions' version and, for a
+-- review task, the answer under review.
+SELECT 'held' AS outcome, h.*, '[]'::jsonb AS released, a.candidates_swapped,
+       a.instructions_version, x.answer_schema, x.layout, x.candidate_keys, r.reviewed_answer,
+       r.reviewed_swapped
 FROM ({{ assignment_active_for_expert($1) }}) h
-JOIN experts e ON e.id = $1 AND e.status = 'active';
+JOIN experts e ON e.id = $1 AND e.status = 'active'
+JOIN assignments a ON a.id = h.assignment_id
+LEFT JOIN LATERAL (
+    SELECT coalesce(i.answer_schema, p.answer_schema) AS answer_schema, p.layout,
+           p.candidate_keys
+    FROM items i JOIN projects p ON p.id = i.project_id
+    WHERE i.id = h.item_id
+) x ON true
+LEFT JOIN LATERAL (
+    SELECT ra.answer AS reviewed_answer, ra.candidates_swapped AS reviewed_swapped
+    FROM expert_reviews er JOIN assignments ra ON ra.id = er.reviewed_id
+    WHERE er.task_id = h.task_id
+) r ON true;
