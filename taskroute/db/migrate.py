@@ -235,14 +235,14 @@ async def _install(conn: asyncpg.Connection, pending: list[tuple[int, str, Path]
                 sorted(set(names) | old_names),
             )
         }
-        waiting = await _create_functions(conn, functions, set(names), final=False)
+        waiting = await _create_functions(conn, functions, set(names), before, final=False)
         for version, name, path in pending:
             await conn.execute(path.read_text())
             await conn.execute(
                 "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
             )
             log.info("applied migration %04d_%s", version, name)
-        await _create_functions(conn, waiting, set(names), final=True)
+        await _create_functions(conn, waiting, set(names), before, final=True)
         for trigger in triggers:
             await conn.execute(trigger.sql)
         for key in sorted(old_triggers - {t.key for t in triggers}):
@@ -263,7 +263,12 @@ async def _install(conn: asyncpg.Connection, pending: list[tuple[int, str, Path]
 
 
 async def _create_functions(
-    conn: asyncpg.Connection, todo: list[Statement], ours: set[str], *, final: bool
+    conn: asyncpg.Connection,
+    todo: list[Statement],
+    ours: set[str],
+    before: set[int],
+    *,
+    final: bool,
 ) -> list[Statement]:
     """Creates (or replaces) what it can of `todo`, retrying while that makes progress (a
     SQL-standard body needs the functions it calls); returns the rest, or raises when `final`."""
@@ -291,6 +296,15 @@ async def _create_functions(
                         by_name[n] for n in dropped if n in by_name and n != function.name
                     )
                     progress = True
+            except asyncpg.AmbiguousFunctionError as exc:
+                # A call in a SQL-standard body matches both a function's new signature and
+                # its old one (a parameter added with a default): the old one goes now.
+                dropped = await _drop_replaced_overloads(conn, exc, ours, before)
+                if dropped is None:
+                    raise
+                waiting.append(function)
+                waiting.extend(by_name[n] for n in dropped if n in by_name and n != function.name)
+                progress = True
             except _NOT_YET:
                 waiting.append(function)
         todo = waiting
@@ -305,6 +319,12 @@ async def _drop_for_redefinition(
     """Drops function `name` and our functions that depend on it; returns their names. None
     (or, when `final`, an error) if anything else depends on it (a default, index or trigger)."""
     oid = await conn.fetchval(f"SELECT oid FROM pg_proc WHERE {_OURS} AND proname = $1", name)
+    return await _drop_with_our_dependents(conn, oid, name, ours, final=final)
+
+
+async def _drop_with_our_dependents(
+    conn: asyncpg.Connection, oid: int, name: str, ours: set[str], *, final: bool
+) -> list[str] | None:
     rows = await conn.fetch(
         """WITH RECURSIVE dep (classid, objid) AS (
                SELECT classid, objid FROM pg_depend
@@ -329,6 +349,28 @@ async def _drop_for_redefinition(
     signature = await conn.fetchval("SELECT $1::oid::regprocedure::text", oid)
     await conn.execute(f"DROP FUNCTION {signature} CASCADE")
     return [name, *(r["proname"] for r in rows)]
+
+
+async def _drop_replaced_overloads(
+    conn: asyncpg.Connection, exc: asyncpg.AmbiguousFunctionError, ours: set[str], before: set[int]
+) -> list[str] | None:
+    """Drops the old signatures of the function an ambiguous call names, once this run has
+    created its new one, with our functions built on them; returns the names dropped (to be
+    created again), None when there is nothing such to drop."""
+    found = re.search(r"function (\w+)\(", str(exc))
+    if found is None or found.group(1) not in ours:
+        return None
+    name = found.group(1)
+    rows = await conn.fetch(f"SELECT oid FROM pg_proc WHERE {_OURS} AND proname = $1", name)
+    old = [r["oid"] for r in rows if r["oid"] in before]
+    if not old or len(old) == len(rows):
+        return None
+    dropped: list[str] = []
+    for oid in old:
+        names = await _drop_with_our_dependents(conn, oid, name, ours, final=True)
+        dropped.extend(names or ())
+    log.info("dropped the old signatures of %s", name)
+    return dropped
 
 
 async def _drop_undeclared(
