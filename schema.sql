@@ -117,7 +117,7 @@ END
 $$;
 
 CREATE FUNCTION taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean, instructions_version integer)
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql ROWS 1
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -531,7 +531,7 @@ END
 $$;
 
 CREATE FUNCTION taskroute_heartbeat(p_assignment uuid, p_expert uuid) RETURNS TABLE(outcome text, lease_until timestamp with time zone, has_high_priority_tasks boolean)
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql ROWS 1
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -850,7 +850,7 @@ END
 $$;
 
 CREATE FUNCTION taskroute_release(p_assignment uuid, p_expert uuid, p_reason text, p_per_hour integer) RETURNS TABLE(outcome text, project_id uuid, opened jsonb, releases_left integer, resets_at timestamp with time zone)
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql ROWS 1
     AS $$
 #variable_conflict use_column
 DECLARE
@@ -1396,7 +1396,7 @@ END
 $$;
 
 CREATE FUNCTION taskroute_submit(p_assignment uuid, p_expert uuid, p_answer jsonb) RETURNS TABLE(outcome text, receipt_id uuid, submitted_at timestamp with time zone, pay_cents integer, project_id uuid, opened jsonb, pay_status text, answer_differs boolean)
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql ROWS 1
     AS $$
 #variable_conflict use_column
 DECLARE

@@ -26,7 +26,9 @@ CREATE OR REPLACE FUNCTION taskroute_claim(
     payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean,
     instructions_version integer
 )
-LANGUAGE plpgsql AS $fn$
+-- ROWS 1: it returns one row; at the default guess (1000) the planner joined the callers'
+-- look-ups by hashing whole tables instead of probing them by key.
+LANGUAGE plpgsql ROWS 1 AS $fn$
 #variable_conflict use_column
 DECLARE
     v_status text;
@@ -115,7 +117,9 @@ $fn$;
 --          | 'canceled' (live, but the project was canceled) | 'expired'.
 CREATE OR REPLACE FUNCTION taskroute_heartbeat(p_assignment uuid, p_expert uuid)
 RETURNS TABLE (outcome text, lease_until timestamptz, has_high_priority_tasks boolean)
-LANGUAGE plpgsql AS $fn$
+-- ROWS 1: it returns one row; at the default guess (1000) the planner joined the callers'
+-- look-ups by hashing whole tables instead of probing them by key.
+LANGUAGE plpgsql ROWS 1 AS $fn$
 #variable_conflict use_column
 DECLARE
     v_row record;
@@ -165,7 +169,9 @@ RETURNS TABLE (
     outcome text, receipt_id uuid, submitted_at timestamptz, pay_cents integer,
     project_id uuid, opened jsonb, pay_status text, answer_differs boolean
 )
-LANGUAGE plpgsql AS $fn$
+-- ROWS 1: it returns one row; at the default guess (1000) the planner joined the callers'
+-- look-ups by hashing whole tables instead of probing them by key.
+LANGUAGE plpgsql ROWS 1 AS $fn$
 #variable_conflict use_column
 DECLARE
     v_found record;

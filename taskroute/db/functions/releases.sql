@@ -12,7 +12,9 @@ CREATE OR REPLACE FUNCTION taskroute_release(
 ) RETURNS TABLE (
     outcome text, project_id uuid, opened jsonb, releases_left integer, resets_at timestamptz
 )
-LANGUAGE plpgsql AS $fn$
+-- ROWS 1: it returns one row; at the default guess (1000) the planner joined the callers'
+-- look-ups by hashing whole tables instead of probing them by key.
+LANGUAGE plpgsql ROWS 1 AS $fn$
 #variable_conflict use_column
 DECLARE
     v_status text;
