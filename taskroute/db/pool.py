@@ -109,6 +109,10 @@ def _is_lost(conn: asyncpg.Connection) -> bool:
         return True
 
 
+# Seconds a probe waits for its connection (`Database.probe`).
+PROBE_WAIT = 0.25
+
+
 class Database:
     """The pool plus the policy for waiting on it: wait up to `timeout`, then UNAVAILABLE.
 
@@ -142,9 +146,11 @@ class Database:
         if self.probe_pool is None:
             return await self.fetchrow(query, *args, priority=Priority.PROTECT)
         try:
-            conn = await self.probe_pool.acquire(timeout=self.timeout)
-        except TimeoutError as exc:
-            raise Unavailable("the database is busy; try again shortly") from exc
+            conn = await self.probe_pool.acquire(timeout=min(self.timeout, PROBE_WAIT))
+        except TimeoutError:
+            # Asked on the way to a refusal: waiting out the pool timeout here would make
+            # every refusal slow; unanswered, the refusal stands.
+            return None
         except _CONNECTION_LOST as exc:
             raise Unavailable("the database is unreachable; try again shortly") from exc
         try:
