@@ -24,6 +24,7 @@ operation already known good (see its docstring); everything else goes through t
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, cast
 
@@ -54,14 +55,27 @@ from .mutation_hooks import audit_admin_mutations, mark_writing
 # send a few dozen; the bound keeps arbitrary clients from growing the caches.
 DOCUMENT_CACHE = 256
 
-_parse: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(parse)
+_parsed: OrderedDict[tuple[Any, ...], DocumentNode] = OrderedDict()
 
 
 def parse_cached(query: Any, **options: Any) -> Any:
     """graphql-core's parse, cached, for documents within the length limit (GraphQLError
     otherwise, before the lexer or the cache's hash reads the text)."""
     check_document_length(query)
-    return _parse(query, **options)
+    key = (query, *sorted(options.items()))
+    found = _parsed.get(key)
+    if found is not None:
+        _parsed.move_to_end(key)
+        return found
+    document = parse(query, **options)
+    # A document over the cost limits is refused every time: kept out of the cache it is
+    # freed at once, not left for full garbage collections to walk (a flood of distinct
+    # refused documents made those pause the loop for 100+ ms).
+    if not cost_errors(document):
+        _parsed[key] = document
+        if len(_parsed) > DOCUMENT_CACHE:
+            _parsed.popitem(last=False)
+    return document
 
 
 _validate: Callable[..., Any] = functools.lru_cache(maxsize=DOCUMENT_CACHE)(validate_document)
