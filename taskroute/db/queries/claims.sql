@@ -329,27 +329,31 @@ ON CONFLICT (assignment_id) DO NOTHING;
 INSERT INTO audit_log (expert_id, customer_id, project_id, task_id, action)
 VALUES ($1, $2, $3, $4, $5);
 
--- name: claim_call
--- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1).
--- The whole claim, one round trip.
--- Plus the answer schema the claimed item's answer must match (the item's, else the
--- project's), the project's layout, and for a review task the answer under review
--- (queries/reviews.sql): rows that existed before the call, read by primary key in the same
--- statement.
-SELECT c.*, x.answer_schema, x.layout, x.candidate_keys, r.reviewed_answer,
-       r.reviewed_swapped
-FROM taskroute_claim($1, $2, $3, $4) AS c
+-- fragment: claim_context
+-- $1 the claimed item's id, $2 its task's id. What a claim carries beside its row, joined by
+-- primary key: `x` the answer schema (the item's, else the project's) and the project's
+-- layout, `r` for a review task the answer under review (queries/reviews.sql). Shared by the
+-- claim and the held-claim answer (queries/held_claims.sql), so both return the same columns.
 LEFT JOIN LATERAL (
     SELECT coalesce(i.answer_schema, p.answer_schema) AS answer_schema, p.layout,
            p.candidate_keys
     FROM items i JOIN projects p ON p.id = i.project_id
-    WHERE i.id = c.item_id
+    WHERE i.id = $1
 ) x ON true
 LEFT JOIN LATERAL (
-    SELECT a.answer AS reviewed_answer, a.candidates_swapped AS reviewed_swapped
-    FROM expert_reviews er JOIN assignments a ON a.id = er.reviewed_id
-    WHERE er.task_id = c.task_id
-) r ON true;
+    SELECT ra.answer AS reviewed_answer, ra.candidates_swapped AS reviewed_swapped
+    FROM expert_reviews er JOIN assignments ra ON ra.id = er.reviewed_id
+    WHERE er.task_id = $2
+) r ON true
+
+-- name: claim_call
+-- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any), $4 gold draw in [0,1).
+-- The whole claim, one round trip, with what it carries (claim_context: rows that existed
+-- before the call, read by primary key in the same statement).
+SELECT c.*, x.answer_schema, x.layout, x.candidate_keys, r.reviewed_answer,
+       r.reviewed_swapped
+FROM taskroute_claim($1, $2, $3, $4) AS c
+{{ claim_context(c.item_id, c.task_id) }};
 
 -- name: heartbeat_call
 -- $1 assignment_id, $2 expert_id. Its own transaction, committed without waiting for the WAL

@@ -24,14 +24,4 @@ SELECT 'held' AS outcome, h.*, '[]'::jsonb AS released, a.candidates_swapped,
 FROM ({{ assignment_active_for_expert($1) }}) h
 JOIN experts e ON e.id = $1 AND e.status = 'active'
 JOIN assignments a ON a.id = h.assignment_id
-LEFT JOIN LATERAL (
-    SELECT coalesce(i.answer_schema, p.answer_schema) AS answer_schema, p.layout,
-           p.candidate_keys
-    FROM items i JOIN projects p ON p.id = i.project_id
-    WHERE i.id = h.item_id
-) x ON true
-LEFT JOIN LATERAL (
-    SELECT ra.answer AS reviewed_answer, ra.candidates_swapped AS reviewed_swapped
-    FROM expert_reviews er JOIN assignments ra ON ra.id = er.reviewed_id
-    WHERE er.task_id = h.task_id
-) r ON true;
+{{ claim_context(h.item_id, h.task_id) }};
