@@ -189,14 +189,22 @@ async def test_instructions_render_without_running_or_loading_anything(
         # so an empty record above means nothing was asked for.
         await page.click("#skip")
         await page.locator("#status", has_text="Nothing to do").wait_for(timeout=WAIT_MS)
+        # The vision task is added only after the instructions: the waiting page claims it at
+        # once, and a claim carries the version current when it was made.
         other = await api.create_project(
-            customer["token"], [{"skill": "vision", "payload": "another photo"}]
+            customer["token"], [{"skill": "audio", "payload": "not for this expert"}]
         )
+        other_id = other["project"]["id"]
         await api.rest(
-            "PUT", f"/v1/projects/{other['project']['id']}/instructions", customer["token"],
+            "PUT", f"/v1/projects/{other_id}/instructions", customer["token"],
             json={"markdown": "![remote](https://images.example/ok.png)",
                   "allow_remote_images": True},
         )  # fmt: skip
+        await api.gql(
+            "mutation($p: ID!, $t: [TaskInput!]!) { addTasks(projectId: $p, tasks: $t) { added } }",
+            {"p": other_id, "t": [{"skill": "vision", "payload": "another photo"}]},
+            customer["token"],
+        )
         await page.locator("#payload", has_text="another photo").wait_for(timeout=WAIT_MS)
         await wait_for(lambda: "https://images.example/ok.png" in elsewhere, "the remote image")
 
