@@ -2653,9 +2653,6 @@ ALTER TABLE ONLY assignments
     ADD CONSTRAINT assignments_item_id_fkey FOREIGN KEY (item_id) REFERENCES items(id);
 
 ALTER TABLE ONLY assignments
-    ADD CONSTRAINT assignments_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
-
-ALTER TABLE ONLY assignments
     ADD CONSTRAINT assignments_task_id_fkey FOREIGN KEY (task_id) REFERENCES tasks(id);
 
 ALTER TABLE ONLY credential_last_use
@@ -2730,9 +2727,6 @@ ALTER TABLE ONLY item_releases
 ALTER TABLE ONLY item_results
     ADD CONSTRAINT item_results_item_id_fkey FOREIGN KEY (item_id) REFERENCES items(id);
 
-ALTER TABLE ONLY item_results
-    ADD CONSTRAINT item_results_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
-
 ALTER TABLE ONLY items
     ADD CONSTRAINT items_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
 
@@ -2741,9 +2735,6 @@ ALTER TABLE ONLY payouts
 
 ALTER TABLE ONLY payouts
     ADD CONSTRAINT payouts_expert_id_fkey FOREIGN KEY (expert_id) REFERENCES experts(id);
-
-ALTER TABLE ONLY payouts
-    ADD CONSTRAINT payouts_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
 
 ALTER TABLE ONLY payouts
     ADD CONSTRAINT payouts_reverses_id_fkey FOREIGN KEY (reverses_id) REFERENCES payouts(id);
@@ -2768,9 +2759,6 @@ ALTER TABLE ONLY projects
 
 ALTER TABLE ONLY result_changes
     ADD CONSTRAINT result_changes_item_id_fkey FOREIGN KEY (item_id) REFERENCES items(id);
-
-ALTER TABLE ONLY result_changes
-    ADD CONSTRAINT result_changes_project_id_fkey FOREIGN KEY (project_id) REFERENCES projects(id);
 
 ALTER TABLE ONLY tasks
     ADD CONSTRAINT tasks_item_id_fkey FOREIGN KEY (item_id) REFERENCES items(id);

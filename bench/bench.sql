@@ -86,6 +86,15 @@ INSERT INTO bare_experts (n, expert, skills)
 SELECT u.n, u.expert, string_to_array(u.skills, ',')
 FROM unnest($1::int[], $2::uuid[], $3::text[]) AS u(n, expert, skills);
 
+-- name: bench_bare_drained
+-- $1 the one-skill cycle (claims from the first skill only). Clients with nothing left to
+-- claim: once one runs dry it only spins through empty claims.
+SELECT count(*) FROM bare_experts e
+WHERE NOT EXISTS (
+    SELECT 1 FROM bare_tasks t
+    WHERE t.status = 'open' AND t.skill = ANY (CASE WHEN $1 THEN e.skills[1:1] ELSE e.skills END)
+);
+
 -- name: bench_bare_done
 -- No parameters. Cycles completed on bare_tasks.
 SELECT count(*) FROM bare_tasks WHERE status = 'done';

@@ -24,7 +24,9 @@ RETURNING *;
 -- name: credential_lookup
 -- $1 sha256(token). Revoked or expired credentials, and those of disabled experts, do not
 -- authenticate. Records the last use when the stored one is over a minute old: a miss of the
--- credential cache is rare, so this write is too (cache hits are batched by LastUse).
+-- credential cache is rare, so this write is too (cache hits are batched by LastUse). A fresh
+-- last use is tested first: ON CONFLICT locks the row it finds even when it then updates
+-- nothing, and that lock alone would make every lookup a write that waits for a WAL flush.
 WITH c AS (
     SELECT cr.id, cr.role, cr.customer_id, cr.expert_id, cr.read_only, cr.project_id,
            cr.expires_at
@@ -37,6 +39,9 @@ WITH c AS (
 touched AS (
     INSERT INTO credential_last_use (credential_id, last_used_at)
     SELECT id, taskroute_now() FROM c
+    WHERE NOT EXISTS (
+        SELECT 1 FROM credential_last_use u
+        WHERE u.credential_id = c.id AND u.last_used_at >= taskroute_now() - interval '1 minute')
     ON CONFLICT (credential_id) DO UPDATE SET last_used_at = excluded.last_used_at
     WHERE credential_last_use.last_used_at < excluded.last_used_at - interval '1 minute'
 )
