@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -243,8 +243,6 @@ async def heartbeat(
     assert row is not None
     outcome = row["outcome"]
     if outcome == "extended":
-        if memo is not None:
-            _renewed(memo, expert_id, assignment_id, row["lease_until"])
         return Lease(assignment_id, row["lease_until"], row["has_high_priority_tasks"])
     if memo is not None:
         memo.forget(expert_id, assignment_id)
@@ -255,15 +253,6 @@ async def heartbeat(
     if outcome == "canceled":
         raise ProjectCanceled("the project was canceled; submit within the current lease")
     raise LeaseExpired("the lease expired; claim again")
-
-
-def _renewed(
-    memo: HeldClaims[Claim], expert_id: UUID, assignment_id: UUID, lease_until: datetime
-) -> None:
-    """A heartbeat extended the remembered claim: the database confirmed it again."""
-    claim = memo.get(expert_id)
-    if claim is not None and claim.assignment_id == assignment_id:
-        memo.remember(expert_id, replace(claim, lease_until=lease_until))
 
 
 async def submit(

@@ -2,9 +2,10 @@
 claim when the gate refuses and the database does not answer the probe in time.
 
 An entry answers only for `window` seconds after the database last confirmed it (a claim or
-heartbeat through this process), and never past the claim's lease end: with several processes
-behind a load balancer another one may have ended the claim, and the window bounds how long a
-stale claim is handed out. A stale claim costs no money: its submit gets the stored receipt (or
+a probe through this process; not a heartbeat: the claim's signed payload link would outlive
+its life), and never past the claim's lease end: with several processes behind a load
+balancer another one may have ended the claim, and the window bounds how long a stale claim is
+handed out. A stale claim costs no money: its submit gets the stored receipt (or
 LEASE_EXPIRED), its heartbeat a refusal.
 """
 
