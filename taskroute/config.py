@@ -94,6 +94,18 @@ class Settings:
         " (at once when the line ahead of it takes longer than this to drain); `inf`: no"
         " budget",
     )
+    held_claim_memo_seconds: float = setting(
+        5.0,
+        "TASKROUTE_HELD_CLAIM_MEMO_SECONDS",
+        "seconds after the database last confirmed a claim through this process that a"
+        " repeated claim the gate refuses is answered with it when the database does not"
+        " answer the held-claim probe in time (see Capacity); 0: never",
+    )
+    probe_pool_size: int = setting(
+        2,
+        "TASKROUTE_PROBE_POOL_SIZE",
+        "connections per process, apart from the pool, for the held-claim probe",
+    )
     sweep_interval: float = setting(
         5.0, "TASKROUTE_SWEEP_INTERVAL", "seconds between sweeps of expired leases"
     )

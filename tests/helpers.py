@@ -63,16 +63,21 @@ async def serving(settings: Settings) -> AsyncIterator[Api]:
 
 @asynccontextmanager
 async def connections_held(
-    api: Api, database_url: str, expert: dict[str, Any], n: int = 2
+    api: Api, database_url: str, expert: dict[str, Any], n: int = 2, probes_too: bool = False
 ) -> AsyncIterator[list[asyncio.Task[Any]]]:
     """`n` claims of `expert` hold `n` pooled connections, blocked on the expert's row, which
     a connection of our own locks until the block ends; yields the claims' tasks (they
-    complete after it). Fills a small pool without any timing."""
+    complete after it). Fills a small pool without any timing. `probes_too`: the whole
+    experts and assignments tables are locked instead, so the held-claim probes (which read
+    them) get no answer either, as from a saturated database."""
     locker = await asyncpg.connect(database_url)
     tx = locker.transaction()
     await tx.start()
     try:
-        await locker.execute("SELECT 1 FROM experts WHERE id = $1 FOR UPDATE", expert["id"])
+        if probes_too:
+            await locker.execute("LOCK TABLE experts, assignments IN ACCESS EXCLUSIVE MODE")
+        else:
+            await locker.execute("SELECT 1 FROM experts WHERE id = $1 FOR UPDATE", expert["id"])
         holders = [asyncio.create_task(api.claim(expert["token"])) for _ in range(n)]
 
         async def blocked() -> bool:

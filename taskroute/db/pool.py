@@ -109,8 +109,16 @@ def _is_lost(conn: asyncpg.Connection) -> bool:
         return True
 
 
-# Seconds a probe waits for its connection (`Database.probe`).
+# Seconds a probe waits for its connection, and then for its statement (`Database.probe`).
 PROBE_WAIT = 0.25
+PROBE_TIMEOUT = 1.0
+
+
+class ProbeUnanswered(Unavailable):
+    """No probe connection within PROBE_WAIT, or no answer within PROBE_TIMEOUT."""
+
+    def __init__(self) -> None:
+        super().__init__("the database did not answer in time; try again shortly")
 
 
 class Database:
@@ -142,20 +150,24 @@ class Database:
     async def probe(self, query: str, *args: Any) -> asyncpg.Record | None:
         """One cheap statement asked before refusing a request: on the probe connection, apart
         from the gate and the pool it guards (a refusal means every pooled connection is
-        busy), else through the gate as work in progress (PROTECT)."""
+        busy), else through the gate as work in progress (PROTECT). ProbeUnanswered when the
+        probe connection or the statement takes too long."""
         if self.probe_pool is None:
             return await self.fetchrow(query, *args, priority=Priority.PROTECT)
         try:
             conn = await self.probe_pool.acquire(timeout=min(self.timeout, PROBE_WAIT))
-        except TimeoutError:
+        except TimeoutError as exc:
             # Asked on the way to a refusal: waiting out the pool timeout here would make
-            # every refusal slow; unanswered, the refusal stands.
-            return None
+            # every refusal slow.
+            raise ProbeUnanswered from exc
         except _CONNECTION_LOST as exc:
             raise Unavailable("the database is unreachable; try again shortly") from exc
         try:
-            row: asyncpg.Record | None = await conn.fetchrow(query, *args)
+            # asyncpg cancels the statement on timeout; the connection stays usable
+            row: asyncpg.Record | None = await conn.fetchrow(query, *args, timeout=PROBE_TIMEOUT)
             return row
+        except TimeoutError as exc:
+            raise ProbeUnanswered from exc
         except _CONNECTION_LOST as exc:
             raise Unavailable("the database connection was lost; try again shortly") from exc
         finally:

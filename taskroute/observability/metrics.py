@@ -28,7 +28,8 @@ _LIVE_SUM_MODE: dict[str, Any] = {"multiprocess_mode": "livesum"} if MULTIPROCES
 
 CLAIMS = Counter(
     "taskroute_claims_total",
-    "Claims that handed a task to an expert (outcome: new claim, or the expert's held one)",
+    "Claims that handed a task to an expert (outcome: new claim, the expert's held one, or"
+    " the held one as this process remembered it when the database did not answer in time)",
     ["outcome"],
 )
 CLAIMS_EMPTY = Counter("taskroute_claims_empty_total", "Claims that found nothing to do")

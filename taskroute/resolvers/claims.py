@@ -11,7 +11,7 @@ from uuid import UUID
 import asyncpg
 
 from taskroute.db.admission import Overloaded, Priority
-from taskroute.db.pool import Database
+from taskroute.db.pool import Database, ProbeUnanswered
 from taskroute.db.queries import Q
 from taskroute.errors import (
     AlreadySubmitted,
@@ -24,6 +24,7 @@ from taskroute.errors import (
 from taskroute.observability import metrics
 from taskroute.realtime import notify
 from taskroute.resolvers import answer_schema, payloads, reviews
+from taskroute.resolvers.held_claims import HeldClaims
 from taskroute.resolvers.json_values import json_value
 from taskroute.storage.payload_links import PayloadUrls
 
@@ -135,6 +136,7 @@ async def claim_next(
     skills: list[str] | None,
     project_id: UUID | None = None,
     payload_urls: PayloadUrls | None = None,
+    memo: HeldClaims[Claim] | None = None,
 ) -> Claim | None:
     """The expert's live claim if they hold one, else the best task they qualify for
     (only from `project_id` when given); large payloads as links signed by `payload_urls`.
@@ -143,11 +145,12 @@ async def claim_next(
 
     Past capacity the admission gate refuses claims (UNAVAILABLE / overloaded), but never the
     claim of an expert who holds one: a repeated claim (a double click, a refreshed page) gets
-    the held claim back, found by one probe outside the claim line (`claim_held`)."""
+    the held claim back, found by one probe outside the claim line (`claim_held`), or, when
+    the probe goes unanswered, remembered from this process's own answers (`memo`)."""
     gate = db.admission
     probed = gate is not None and gate.would_refuse(Priority.CLAIM)
     if probed:
-        held = await _held(db, expert_id, payload_urls)
+        held = await _held(db, expert_id, payload_urls, memo)
         if held is not None:
             return held
     try:
@@ -161,7 +164,11 @@ async def claim_next(
         )
     except Overloaded as refused:
         # refused at the gate (or its wait budget ran out): a held claim is still the answer
-        held = None if probed and not refused.waited else await _held(db, expert_id, payload_urls)
+        held = (
+            None
+            if probed and not refused.waited
+            else await _held(db, expert_id, payload_urls, memo)
+        )
         if held is None:
             raise
         return held
@@ -180,29 +187,55 @@ async def claim_next(
     if outcome in ("none", "inactive"):
         metrics.CLAIMS_EMPTY.inc()
         notify.progress_changed(*changed)
+        if memo is not None:
+            memo.forget(expert_id)
         return None
     metrics.CLAIMS.labels("held" if outcome == "held" else "new").inc()
     if outcome == "claimed":
         notify.progress_changed(row["project_id"], *changed)
-    return _claim_from_row(row, payload_urls)
+    claim = _claim_from_row(row, payload_urls)
+    if memo is not None:
+        memo.remember(expert_id, claim)
+    return claim
 
 
-async def _held(db: Database, expert_id: UUID, payload_urls: PayloadUrls | None) -> Claim | None:
-    """The expert's live claim, read outside the claim line (Database.probe)."""
-    row = await db.probe(Q["claim_held"], expert_id)
+async def _held(
+    db: Database,
+    expert_id: UUID,
+    payload_urls: PayloadUrls | None,
+    memo: HeldClaims[Claim] | None,
+) -> Claim | None:
+    """The expert's live claim, read outside the claim line (Database.probe); when the probe
+    goes unanswered, the one this process last handed out, if still within the memo's window.
+    When the database answers, its answer stands and the memo follows it."""
+    try:
+        row = await db.probe(Q["claim_held"], expert_id)
+    except ProbeUnanswered:
+        remembered = memo.get(expert_id) if memo is not None else None
+        if remembered is not None:
+            metrics.CLAIMS.labels("remembered").inc()
+        return remembered
     if row is None:
+        if memo is not None:
+            memo.forget(expert_id)
         return None
     metrics.CLAIMS.labels("held").inc()
-    return _claim_from_row(row, payload_urls)
+    claim = _claim_from_row(row, payload_urls)
+    if memo is not None:
+        memo.remember(expert_id, claim)
+    return claim
 
 
 async def holds_claim(db: Database, expert_id: UUID) -> bool:
-    """Whether the expert holds a live claim: one index probe, outside the claim line."""
+    """Whether the expert holds a live claim: one index probe, outside the claim line.
+    ProbeUnanswered when the database does not answer in time."""
     row = await db.probe(Q["expert_holds_claim"], expert_id)
     return bool(row is not None and row[0])
 
 
-async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease:
+async def heartbeat(
+    db: Database, expert_id: UUID, assignment_id: UUID, memo: HeldClaims[Claim] | None = None
+) -> Lease:
     """Extends the lease (one round trip: `taskroute_heartbeat`)."""
     row = await db.fetchrow(
         Q["heartbeat_call"], assignment_id, expert_id, priority=Priority.PROTECT
@@ -211,6 +244,8 @@ async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease
     outcome = row["outcome"]
     if outcome == "extended":
         return Lease(assignment_id, row["lease_until"], row["has_high_priority_tasks"])
+    if memo is not None:
+        memo.forget(expert_id, assignment_id)
     if outcome == "not_found":
         raise NotFound("no such assignment")
     if outcome == "submitted":
@@ -220,10 +255,24 @@ async def heartbeat(db: Database, expert_id: UUID, assignment_id: UUID) -> Lease
     raise LeaseExpired("the lease expired; claim again")
 
 
-async def submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
+async def submit(
+    db: Database,
+    expert_id: UUID,
+    assignment_id: UUID,
+    answer: Any,
+    memo: HeldClaims[Claim] | None = None,
+) -> Receipt:
     """Idempotent: the first submit stores the answer and pays; later ones get that receipt."""
     with metrics.timed(metrics.SUBMIT_SECONDS):
-        return await _submit(db, expert_id, assignment_id, answer)
+        try:
+            receipt = await _submit(db, expert_id, assignment_id, answer)
+        except (NotFound, LeaseExpired):
+            if memo is not None:
+                memo.forget(expert_id, assignment_id)
+            raise
+    if memo is not None:
+        memo.forget(expert_id, assignment_id)  # stored now, or before
+    return receipt
 
 
 async def _submit(db: Database, expert_id: UUID, assignment_id: UUID, answer: Any) -> Receipt:
@@ -281,7 +330,12 @@ class Release:
 
 
 async def release(
-    db: Database, expert_id: UUID, assignment_id: UUID, reason: Any, per_hour: int
+    db: Database,
+    expert_id: UUID,
+    assignment_id: UUID,
+    reason: Any,
+    per_hour: int,
+    memo: HeldClaims[Claim] | None = None,
 ) -> Release:
     """Gives a live claim back (one round trip: `taskroute_release`, functions/releases.sql):
     the slot opens at once (an idle expert is woken), no attempt is counted, and this expert
@@ -293,6 +347,8 @@ async def release(
     )
     assert row is not None
     outcome = row["outcome"]
+    if outcome != "limited" and memo is not None:
+        memo.forget(expert_id, assignment_id)  # released, or over already
     if outcome == "not_found":
         raise NotFound("no such assignment")
     if outcome == "submitted":

@@ -17,6 +17,8 @@ from taskroute.realtime.budget import SubscriptionBudget
 from taskroute.realtime.hub import Hub
 from taskroute.realtime.shared import SharedEvaluations
 from taskroute.resolvers.accounts.credential_cache import CredentialCache
+from taskroute.resolvers.claims import Claim
+from taskroute.resolvers.held_claims import HeldClaims
 from taskroute.storage.blobs import BlobStore
 from taskroute.storage.payload_links import PayloadUrls
 
@@ -43,3 +45,5 @@ class Services:
     wake_ingest: Callable[[], None] = _no_ingest_worker
     # forecastUpdated subscribers of one project share one evaluation per change
     forecasts: SharedEvaluations = field(default_factory=SharedEvaluations)
+    # the claims this process handed out, answered when the gate refuses and the probe is slow
+    held_claims: HeldClaims[Claim] | None = None

@@ -234,7 +234,7 @@ async def next_task(request: Request) -> Response:
     scope = parse_id(raw_scope, "project") if raw_scope is not None else None
     s = services(request)
     claim = await claims.claim_next(
-        s.db, expert_id, v.skills_filter(body.get("skills")), scope, s.payload_urls
+        s.db, expert_id, v.skills_filter(body.get("skills")), scope, s.payload_urls, s.held_claims
     )
     if claim is None:
         retry = str(services(request).settings.retry_after)
@@ -246,7 +246,8 @@ async def next_task(request: Request) -> Response:
 async def heartbeat(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
     assignment_id = parse_id(request.path_params["id"], "assignment")
-    lease = await claims.heartbeat(services(request).db, expert_id, assignment_id)
+    s = services(request)
+    lease = await claims.heartbeat(s.db, expert_id, assignment_id, s.held_claims)
     return JSONResponse(
         {
             "assignment_id": str(lease.assignment_id),
@@ -260,7 +261,8 @@ async def submit(request: Request) -> Response:
     expert_id = (await viewer(request)).require_expert()
     assignment_id = parse_id(request.path_params["id"], "assignment")
     body = await declared_body(request, SUBMIT)
-    receipt = await claims.submit(services(request).db, expert_id, assignment_id, body["answer"])
+    s = services(request)
+    receipt = await claims.submit(s.db, expert_id, assignment_id, body["answer"], s.held_claims)
     return JSONResponse(_receipt_json(receipt))
 
 
@@ -270,7 +272,12 @@ async def release(request: Request) -> Response:
     body = await declared_body(request, RELEASE)
     s = services(request)
     r = await claims.release(
-        s.db, expert_id, assignment_id, body["reason"], s.settings.releases_per_hour
+        s.db,
+        expert_id,
+        assignment_id,
+        body["reason"],
+        s.settings.releases_per_hour,
+        s.held_claims,
     )
     return JSONResponse(
         {

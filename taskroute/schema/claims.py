@@ -57,6 +57,7 @@ class ClaimsMutation:
             v.skills_filter(skills),
             scope,
             info.context.services.payload_urls,
+            info.context.services.held_claims,
         )
         return Claim.of(claim) if claim else None
 
@@ -64,7 +65,10 @@ class ClaimsMutation:
     async def heartbeat(self, info: Info, assignment_id: strawberry.ID) -> Lease:
         expert_id = (await info.context.viewer()).require_expert()
         lease = await claims.heartbeat(
-            info.context.db, expert_id, parse_id(assignment_id, "assignment")
+            info.context.db,
+            expert_id,
+            parse_id(assignment_id, "assignment"),
+            info.context.services.held_claims,
         )
         return Lease.of(lease)
 
@@ -72,7 +76,11 @@ class ClaimsMutation:
     async def submit(self, info: Info, assignment_id: strawberry.ID, answer: JSON) -> Receipt:
         expert_id = (await info.context.viewer()).require_expert()
         receipt = await claims.submit(
-            info.context.db, expert_id, parse_id(assignment_id, "assignment"), answer
+            info.context.db,
+            expert_id,
+            parse_id(assignment_id, "assignment"),
+            answer,
+            info.context.services.held_claims,
         )
         return Receipt.of(receipt)
 
@@ -91,6 +99,7 @@ class ClaimsMutation:
             parse_id(assignment_id, "assignment"),
             reason.value,
             info.context.settings.releases_per_hour,
+            info.context.services.held_claims,
         )
         return Release(
             assignment_id=strawberry.ID(str(r.assignment_id)),

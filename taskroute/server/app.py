@@ -32,6 +32,7 @@ from taskroute.realtime.notify import NOTIFIER
 from taskroute.realtime.tickets import WakeTickets
 from taskroute.resolvers import payloads
 from taskroute.resolvers.accounts.credential_cache import CREDENTIALS_CHANNEL, CredentialCache
+from taskroute.resolvers.held_claims import HeldClaims
 from taskroute.resolvers.jobs import ingest, retention
 from taskroute.resolvers.jobs.auto_approval import auto_approve_pass
 from taskroute.resolvers.jobs.deadline_alerts import alerts_pass
@@ -242,12 +243,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.admission_claim_queue,
             settings.admission_claim_wait,
         )
-        # One connection of its own for the held-claim probe (claims.holds_claim): answering
+        # Connections of their own for the held-claim probe (claims.holds_claim): answering
         # "does this expert hold a claim?" must not wait for the pool it would be refused from.
-        probe_pool = await create_pool(url, 1, 1, settings.pool_statement_cache(url))
+        probes = settings.probe_pool_size
+        probe_pool = await create_pool(url, probes, probes, settings.pool_statement_cache(url))
         services = ServerServices(
             Database(pool, settings.pool_timeout, admission, probe_pool=probe_pool), settings
         )
+        services.held_claims = HeldClaims(settings.held_claim_memo_seconds)
         services.subscriptions = SubscriptionBudget(
             settings.ws_max_subscriptions_per_socket,
             settings.ws_max_subscriptions_per_credential,

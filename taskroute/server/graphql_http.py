@@ -265,8 +265,10 @@ class SpecGraphQL(GraphQL[Any, None]):
         claims, and executing each one only to refuse it cost the server a request's work
         (bench/load.py at 2,000 experts: a refused claim for every cycle served). An expert
         who holds a live claim is never refused (one index probe, outside the claim line): the
-        resolver answers with that claim (claims.claim_next)."""
-        gate = request.state.services.db.admission
+        resolver answers with that claim (claims.claim_next), as does one this process handed
+        a claim to within the memo's window (the resolver asks the database first)."""
+        services = request.state.services
+        gate = services.db.admission
         viewer = request.state.viewer
         if (
             gate is None
@@ -278,11 +280,14 @@ class SpecGraphQL(GraphQL[Any, None]):
         fields = _claim_fields(await request.body(), self.parse_json)
         if not fields:
             return None
+        memo = services.held_claims
+        if memo is not None and memo.get(viewer.expert_id) is not None:
+            return None
         try:
-            if await claims.holds_claim(request.state.services.db, viewer.expert_id):
+            if await claims.holds_claim(services.db, viewer.expert_id):
                 return None
         except Unavailable:
-            pass  # even work in progress is refused now (the whole line is full): so is this
+            pass  # unanswered, or even work in progress is refused now: so is this
         refusal = gate.refusal(Priority.CLAIM)
         if refusal is None:
             return None
