@@ -194,10 +194,12 @@ class Stats:
     acked: int = 0
     abandoned: int = 0  # claims whose submit never got an answer (must stay 0)
     # --tight-loop experts' repeated claims (a double click) while holding one: answered with
-    # the held claim / refused (must stay 0) / anything else (must stay 0)
+    # the held claim / refused (must stay 0) / another claim / nothing / an error (all 0)
     double_held: int = 0
     double_refused: int = 0
     double_other: int = 0
+    double_nothing: int = 0
+    double_error: int = 0
     # --timeline: (seconds since the window opened, kind, latency) of every answered request
     events: list[tuple[float, str, float]] = field(default_factory=list)
 
@@ -305,9 +307,13 @@ async def run_expert(
                     outcome, data = _outcome(status, answer)
                 except (OSError, asyncio.IncompleteReadError):
                     outcome, data = "error", None
-                if outcome == "shed":
+                if outcome in ("shed", "unavailable"):
                     stats.double_refused += 1
-                elif outcome == "ok" and (data.get("claimNextTask") or {}).get("assignmentId") == a:
+                elif outcome != "ok":
+                    stats.double_error += 1
+                elif data.get("claimNextTask") is None:
+                    stats.double_nothing += 1
+                elif data["claimNextTask"]["assignmentId"] == a:
                     stats.double_held += 1
                 else:
                     stats.double_other += 1
@@ -732,12 +738,14 @@ async def measure(args: argparse.Namespace) -> None:
         f" {check['payouts']} payouts, {check['active']} still active"
     )
     doubles = {
-        k: sum(r[k] for r in results) for k in ("double_held", "double_refused", "double_other")
+        k: sum(r[k] for r in results)
+        for k in ("double_held", "double_refused", "double_other", "double_nothing", "double_error")
     }
     if args.tight_loop:
         print(
             f"  tight-loop double claims: {doubles['double_held']} got the held claim,"
-            f" {doubles['double_refused']} refused, {doubles['double_other']} other"
+            f" {doubles['double_refused']} refused, {doubles['double_other']} another claim,"
+            f" {doubles['double_nothing']} nothing, {doubles['double_error']} an error"
         )
     lost = claimed - acked
     ok = lost == 0 and check["payouts"] == check["submitted"] == acked
