@@ -811,14 +811,12 @@ BEGIN
             PERFORM set_config('lock_timeout', '20ms', true);
             PERFORM 1 FROM (SELECT t.id FROM tasks t
 WHERE t.project_id = p_project AND t.status = 'claimed' AND t.kind <> 'gold'
-ORDER BY t.seq DESC
 LIMIT 1
 FOR SHARE SKIP LOCKED) w;
             v_found := FOUND;
             IF NOT v_found THEN
                 PERFORM 1 FROM (SELECT t.id FROM tasks t
 WHERE t.project_id = p_project AND t.status IN ('open', 'pending') AND t.kind <> 'gold'
-ORDER BY t.project_id, t.status
 LIMIT 1
 FOR SHARE SKIP LOCKED) w;
                 v_found := FOUND;
@@ -2586,7 +2584,7 @@ CREATE INDEX tasks_open_project ON tasks USING btree (project_id, skill, eff_pri
 
 CREATE INDEX tasks_project_skill_live ON tasks USING btree (project_id, skill) WHERE (status = ANY (ARRAY['open'::text, 'pending'::text, 'claimed'::text]));
 
-CREATE INDEX tasks_project_status ON tasks USING btree (project_id, status, seq);
+CREATE INDEX tasks_project_status ON tasks USING btree (project_id, status);
 
 CREATE INDEX wake_deliveries_due ON wake_deliveries USING btree (due_at);
 

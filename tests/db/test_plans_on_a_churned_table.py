@@ -201,29 +201,11 @@ async def test_submit_statements_probe_indexes_on_a_churned_table(
         "expert_skill_task_done": (e, w["skill"]),
         "assignment_heartbeat": (a, e),
         "assignment_heartbeat_both": (a, e),
-        "project_work_probe_claimed": (w["project"],),
-        "project_work_probe_open": (w["project"],),
     }
     found = {
         name: scans_of_big_tables(await plan(db, name, *args)) for name, args in statements.items()
     }
     assert found == {name: [] for name in statements}
-
-
-async def test_completion_probe_takes_the_newest_claim_without_sorting(
-    db: asyncpg.Connection, churned: dict[str, Any]
-) -> None:
-    """The submit's completion probe share-locks a claimed slot, whose own submit then waits:
-    the newest claim (the last one due), read off the index backwards, never a sort. With a
-    claimed slot per expert of a busy project (2,000), as in production."""
-    await db.execute(
-        "UPDATE tasks SET status = 'claimed', lease_until = now() + interval '1 hour'"
-        " WHERE id IN (SELECT id FROM tasks WHERE status = 'open' LIMIT 2000)"
-    )
-    await db.execute("ANALYZE tasks")
-    found = json.loads(await plan(db, "project_work_probe_claimed", churned["project"]))
-    kinds = [(n["Node Type"], n.get("Scan Direction")) for n in nodes(found[0]["Plan"])]
-    assert ("Index Scan", "Backward") in kinds and not any(k == "Sort" for k, _ in kinds), kinds
 
 
 async def test_background_jobs_probe_indexes_on_a_churned_table(

@@ -141,21 +141,15 @@ RETURNING p.status
 -- $1 project_id. One claimed slot of the project that no other transaction is changing,
 -- locked FOR SHARE to commit (see taskroute_project_settle). Claimed first: claims skip
 -- locked rows, and an open slot locked here would be hidden from them for a moment.
--- Its submit waits for this transaction, so the probe takes the newest claim (the highest
--- seq: claims take tasks in seq order within a priority), the one least likely to be submitted
--- in the next milliseconds, read backwards off tasks_project_status (project_id, status, seq).
 SELECT t.id FROM tasks t
 WHERE t.project_id = $1 AND t.status = 'claimed' AND t.kind <> 'gold'
-ORDER BY t.seq DESC
 LIMIT 1
 FOR SHARE SKIP LOCKED
 
 -- name: project_work_probe_open
--- $1 project_id. The same for open and pending slots; in index order, since the planner
--- would otherwise read a project with much open work from the heap's start (done rows first).
+-- $1 project_id. The same for open and pending slots.
 SELECT t.id FROM tasks t
 WHERE t.project_id = $1 AND t.status IN ('open', 'pending') AND t.kind <> 'gold'
-ORDER BY t.project_id, t.status
 LIMIT 1
 FOR SHARE SKIP LOCKED
 
