@@ -427,8 +427,39 @@ SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.prior
 FROM claimed c JOIN items i ON i.id = c.item_id INTO v_claim;
         END IF;
         outcome := CASE WHEN FOUND THEN 'claimed' ELSE 'none' END;
+        -- Nothing free, but work held for a moment by others: the caller asks again shortly
+        -- instead of telling the expert there is nothing (resolvers/claims.py).
+        IF outcome = 'none' AND EXISTS (
+    SELECT 1
+    FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+FROM expert_skills es
+JOIN experts e ON e.id = es.expert_id
+WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
+  AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM tasks t
+        WHERE t.status = 'open' AND t.skill = s.skill AND (p_project::uuid IS NULL OR t.project_id = p_project::uuid)
+          AND t.skill = s.skill AND t.min_quality <= s.quality
+AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
+AND NOT EXISTS (SELECT 1 FROM assignments a
+                WHERE a.item_id = t.item_id AND a.expert_id = p_expert
+                  AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
+        LIMIT 1
+    ) w
+) THEN
+            outcome := 'busy';
+        END IF;
     END IF;
-    IF outcome <> 'none' THEN
+    IF outcome NOT IN ('none', 'busy') THEN
         INSERT INTO audit_log (expert_id, customer_id, project_id, task_id, action)
 VALUES (p_expert, v_claim.customer_id, v_claim.project_id, v_claim.task_id, 'claim');
         assignment_id := v_claim.assignment_id;

@@ -33,6 +33,10 @@ CLAIMS = Counter(
     ["outcome"],
 )
 CLAIMS_EMPTY = Counter("taskroute_claims_empty_total", "Claims that found nothing to do")
+CLAIMS_RETRIED = Counter(
+    "taskroute_claims_retried_total",
+    "Claims asked again because the work left was locked for a moment by another transaction",
+)
 LEASE_EXPIRIES = Counter(
     "taskroute_lease_expiries_total",
     "Leases that expired without a submit, by what became of the task",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass
 from datetime import datetime
@@ -130,6 +131,11 @@ def _opened(rows: list[dict[str, Any]]) -> list[notify.Opened]:
     return [(r["skill"], r["project_id"], 1, r["min_quality"]) for r in rows]
 
 
+# Pauses (seconds) before asking again when the only work left is locked for a moment by
+# another transaction; about 0.8 s in all, then "nothing for you".
+BUSY_PAUSES = (0.02, 0.05, 0.1, 0.2, 0.4)
+
+
 async def claim_next(
     db: Database,
     expert_id: UUID,
@@ -153,43 +159,51 @@ async def claim_next(
         held = await _held(db, expert_id, payload_urls, memo)
         if held is not None:
             return held
-    try:
-        row = await db.fetchrow(
-            Q["claim_call"],
-            expert_id,
-            skills,
-            project_id,
-            random.random(),
-            priority=Priority.CLAIM,  # new work waits behind work in progress, and is shed first
-        )
-    except Overloaded as refused:
-        # refused at the gate (or its wait budget ran out): a held claim is still the answer
-        held = (
-            None
-            if probed and not refused.waited
-            else await _held(db, expert_id, payload_urls, memo)
-        )
-        if held is None:
-            raise
-        return held
-    assert row is not None
-    outcome = row["outcome"]
-    if outcome == "no_project":
-        raise NotFound("no such project")
-    if outcome == "unknown_skill":
-        raise BadInput(f"you do not hold the skill(s): {row['skill']}", field="skills")
-    released = row["released"]
-    if released:
-        # Hints after the commit (the call was its own transaction), by the notifier.
-        notify.tasks_opened_committed(_opened([r for r in released if r["status"] == "open"]))
-        metrics.count_expired(released)
-    changed = {r["project_id"] for r in released}
-    if outcome in ("none", "inactive"):
+    for pause in (*BUSY_PAUSES, None):
+        try:
+            row = await db.fetchrow(
+                Q["claim_call"],
+                expert_id,
+                skills,
+                project_id,
+                random.random(),
+                priority=Priority.CLAIM,  # new work waits behind work in progress, shed first
+            )
+        except Overloaded as refused:
+            # refused at the gate (or its wait budget ran out): a held claim is still the answer
+            held = (
+                None
+                if probed and not refused.waited
+                else await _held(db, expert_id, payload_urls, memo)
+            )
+            if held is None:
+                raise
+            return held
+        assert row is not None
+        outcome = row["outcome"]
+        if outcome == "no_project":
+            raise NotFound("no such project")
+        if outcome == "unknown_skill":
+            raise BadInput(f"you do not hold the skill(s): {row['skill']}", field="skills")
+        released = row["released"]
+        if released:
+            # Hints after the commit (the call was its own transaction), by the notifier.
+            notify.tasks_opened_committed(_opened([r for r in released if r["status"] == "open"]))
+            metrics.count_expired(released)
+        changed = {r["project_id"] for r in released}
+        if outcome != "busy" or pause is None:
+            break
+        # Work this expert may take is locked for a moment (a claim or a submit's completion
+        # probe in flight): ask again rather than say there is nothing.
+        metrics.CLAIMS_RETRIED.inc()
+        await asyncio.sleep(pause)
+    if outcome in ("none", "busy", "inactive"):
         metrics.CLAIMS_EMPTY.inc()
         notify.progress_changed(*changed)
         if memo is not None:
             memo.forget(expert_id)
         return None
+    assert row is not None
     metrics.CLAIMS.labels("held" if outcome == "held" else "new").inc()
     if outcome == "claimed":
         notify.progress_changed(row["project_id"], *changed)

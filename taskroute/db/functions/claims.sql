@@ -12,7 +12,9 @@
 -- (by the project's gold share), else real work; only from `p_project` when given. Before a
 -- new claim, the expert's own expired leases go back to the pool (they would block it: one
 -- live claim per expert). Every payload handed out, again or for the first time, is audited.
--- outcome: 'claimed' | 'held' | 'none' (nothing for you) | 'inactive' (expert disabled)
+-- outcome: 'claimed' | 'held' | 'none' (nothing for you) | 'busy' (nothing free, but open
+--          work this expert may take is locked by another transaction for a moment)
+--          | 'inactive' (expert disabled)
 --          | 'no_project' (the scope names no project) | 'unknown_skill' (`skill` names the
 --          named skills the expert does not hold).
 -- released: the leases returned to the pool, [{skill, project_id, status, min_quality}].
@@ -89,8 +91,13 @@ BEGIN
             {{ task_claim(p_expert, p_skills, p_project) }} INTO v_claim;
         END IF;
         outcome := CASE WHEN FOUND THEN 'claimed' ELSE 'none' END;
+        -- Nothing free, but work held for a moment by others: the caller asks again shortly
+        -- instead of telling the expert there is nothing (resolvers/claims.py).
+        IF outcome = 'none' AND {{ open_work_held_by_others(p_expert, p_skills, p_project) }} THEN
+            outcome := 'busy';
+        END IF;
     END IF;
-    IF outcome <> 'none' THEN
+    IF outcome NOT IN ('none', 'busy') THEN
         {{ audit_insert(p_expert, v_claim.customer_id, v_claim.project_id, v_claim.task_id, 'claim') }};
         assignment_id := v_claim.assignment_id;
         lease_until := v_claim.lease_until;

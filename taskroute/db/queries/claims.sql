@@ -202,6 +202,23 @@ SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = $1;
 
+-- fragment: open_work_held_by_others
+-- $1 expert_id, $2 skills (text[]; NULL: all), $3 project scope (uuid; NULL: any).
+-- After a claim found nothing: whether an open task this expert may take exists all the same,
+-- skipped because another transaction holds it (a claim in flight, or a submit's completion
+-- probe, which share-locks an open slot until it commits). A plain read, so it waits for
+-- nobody; one index probe per skill, like the claim's own.
+EXISTS (
+    SELECT 1
+    FROM ({{ eligible_skills($1, $2) }}) s
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM tasks t
+        WHERE t.status = 'open' AND t.skill = s.skill AND {{ task_in_scope(t, $3) }}
+          AND {{ task_eligible(t, s, $1) }}
+        LIMIT 1
+    ) w
+)
+
 -- fragment: has_higher_priority_work
 -- $1 expert_id, $2 the held task's base priority (an expression). hasHighPriorityTasks: an
 -- open task this expert may take (task_eligible) whose base priority (routing_base_priority:
