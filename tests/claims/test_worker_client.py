@@ -176,9 +176,17 @@ async def test_the_readme_example_runs(served: ServeProcess, tmp_path: Path) -> 
 
 HOLDING_SCRIPT = """
 import asyncio
+import faulthandler
 import os
+import signal
 
 from taskroute.client import Worker, run
+
+# As a shell starts a program: Ctrl-C neither blocked nor ignored (a test runner's worker may
+# pass either on to its children). SIGUSR1 dumps the stacks, for a test that waited in vain.
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+signal.signal(signal.SIGINT, signal.default_int_handler)
+faulthandler.register(signal.SIGUSR1)
 
 
 async def main() -> None:
@@ -218,7 +226,14 @@ async def test_ctrl_c_releases_the_held_task_and_exits_130_without_a_traceback(
             line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
             assert line.startswith(b"holding "), line
             proc.send_signal(signal.SIGINT)
-            _, stderr = await asyncio.wait_for(proc.communicate(), timeout=60)
+            try:
+                _, stderr = await asyncio.wait_for(proc.communicate(), timeout=60)
+            except TimeoutError:
+                proc.send_signal(signal.SIGUSR1)
+                assert proc.stderr is not None
+                dump = await asyncio.wait_for(proc.stderr.read(20000), timeout=5)
+                stacks = dump.decode()
+                raise AssertionError(f"no exit 60 s after Ctrl-C; its stacks:\n{stacks}") from None
         finally:
             if proc.returncode is None:
                 proc.kill()

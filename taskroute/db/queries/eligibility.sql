@@ -1,7 +1,7 @@
 -- Eligibility: "may this expert take this task", written once. Spliced (queries.py) into every
 -- statement that asks it: task_claim (each probe), gold_claim (is there real work to mix gold
--- into), assignment_heartbeat (hasHighPriorityTasks) and expert_skills_available (the
--- subscription's catch-up). tests/claims/test_one_eligibility_rule.py feeds one world to all of
+-- into), open_work_held_by_others (a claim that found nothing free), assignment_heartbeat
+-- (hasHighPriorityTasks) and expert_skills_available (the subscription's catch-up). tests/claims/test_one_eligibility_rule.py feeds one world to all of
 -- them and checks that they agree.
 
 -- fragment: eligible_skills
