@@ -184,9 +184,9 @@ class Settings:
     hygiene_interval: float = setting(
         30.0,
         "TASKROUTE_HYGIENE_INTERVAL",
-        "seconds between checks of the churn tables' statistics and dead rows; acts only when"
-        " the server's autovacuum is off (then it analyzes and vacuums them by the migrations'"
-        " per-table thresholds)",
+        "seconds between checks of the tables' statistics and dead rows; acts only when the"
+        " server's autovacuum is off (then it analyzes and vacuums them by autovacuum's formula"
+        " and the migrations' per-table thresholds)",
     )
     ws_max_subscriptions_per_socket: int = setting(
         20,

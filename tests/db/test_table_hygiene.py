@@ -1,5 +1,6 @@
-"""The churn tables' statistics and dead rows, kept by the service when the server's autovacuum
-does not (resolvers/table_hygiene.py), by the per-table thresholds of the baseline migration."""
+"""Tables' statistics and dead rows, kept by the service when the server's autovacuum does not
+(resolvers/table_hygiene.py): by the per-table thresholds of the baseline migration, and by
+autovacuum's default formula for every other table."""
 
 from __future__ import annotations
 
@@ -80,3 +81,57 @@ async def test_the_job_analyzes_then_vacuums_tasks_by_their_thresholds(
 
     # Done: the next pass has nothing left for tasks.
     assert not [s for s in await hygiene_once(jobs_db) if s.endswith(" tasks")]
+
+
+async def test_every_other_table_follows_autovacuums_default_formula(
+    db: asyncpg.Connection, jobs_db: Database
+) -> None:
+    """A table the migrations did not tune (customers here) is analyzed as autovacuum would:
+    after threshold + scale factor x rows changes (50 + 0.1 x rows by default), so a table
+    analyzed while nearly empty is analyzed again as it grows, and cached plans are redone."""
+    await db.execute("ALTER TABLE customers SET (autovacuum_enabled = false)")
+    threshold = float(await db.fetchval("SELECT current_setting('autovacuum_analyze_threshold')"))
+    scale = float(await db.fetchval("SELECT current_setting('autovacuum_analyze_scale_factor')"))
+    stats = (
+        "SELECT n_mod_since_analyze, last_analyze FROM pg_stat_user_tables"
+        " WHERE relname = 'customers'"
+    )
+
+    async def flushed(check: str) -> asyncpg.Record:
+        await db.execute("SELECT pg_stat_force_next_flush()")
+
+        async def seen() -> asyncpg.Record | None:
+            found: asyncpg.Record | None = await db.fetchrow(
+                f"SELECT * FROM ({stats}) s WHERE {check}"
+            )
+            return found
+
+        row: asyncpg.Record = await wait_for(seen, f"the statistics to show {check}")
+        return row
+
+    async def add(n: int) -> None:
+        await db.execute(
+            "INSERT INTO customers (name) SELECT 'c' || g FROM generate_series(1, $1::int) g", n
+        )
+
+    # Never analyzed: due once `threshold` rows changed, not before.
+    below = int(threshold) - 1
+    await add(below)
+    await flushed(f"n_mod_since_analyze >= {below}")
+    assert "ANALYZE (SKIP_LOCKED) customers" not in await hygiene_once(jobs_db)
+    await add(1)
+    await flushed(f"n_mod_since_analyze >= {below + 1}")
+    assert "ANALYZE (SKIP_LOCKED) customers" in await hygiene_once(jobs_db)
+    await flushed("last_analyze IS NOT NULL AND n_mod_since_analyze = 0")
+
+    # Now the scale factor counts the rows it saw: 10x the rows need threshold + 0.1 x rows.
+    rows = await db.fetchval("SELECT reltuples FROM pg_class WHERE relname = 'customers'")
+    assert rows >= threshold
+    await add(int(threshold))
+    await flushed(f"n_mod_since_analyze >= {int(threshold)}")
+    due_at = threshold + scale * rows
+    ran = await hygiene_once(jobs_db)
+    assert ("ANALYZE (SKIP_LOCKED) customers" in ran) == (threshold >= due_at)
+    await add(int(due_at - threshold) + 1)
+    await flushed(f"n_mod_since_analyze >= {int(due_at) + 1}")
+    assert "ANALYZE (SKIP_LOCKED) customers" in await hygiene_once(jobs_db)

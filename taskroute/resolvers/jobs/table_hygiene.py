@@ -1,16 +1,15 @@
-"""Planner statistics and dead rows of the churn tables, kept when the server does not.
+"""Planner statistics and dead rows, kept when the server does not.
 
-Postgres keeps them with autovacuum, tuned per table by the baseline migration (`tasks` and
-`assignments` are vacuumed and analyzed after a fixed amount of churn). A server running with
-autovacuum off never refreshes them, and then an index analyzed while nearly empty (the live
-claims, after a quiet night) looks nearly empty for ever: a plan that trusts it rescans every
-live claim for each row it joins. The request path is written not to trust the statistics
-(queries/claims.sql), and tests/db/test_rows_read_on_a_churned_table.py holds the jobs to the same
-bound, but a statement added later may not be. So when the server's autovacuum is off (for the
-server or the table), this job does its work by the same per-table thresholds (queries/hygiene.sql:
-hygiene_due): ANALYZE a table once it changed enough, VACUUM (with ANALYZE) it once enough rows
-died or were inserted. With autovacuum on it reads one catalogue row set per pass and does
-nothing.
+Postgres keeps them with autovacuum (the baseline migration tunes `tasks` and `assignments` to a
+fixed amount of churn). A server running with autovacuum off never refreshes them, and then a
+table analyzed while nearly empty looks nearly empty for ever: plans cached on it (every PL/pgSQL
+statement's) keep scanning the whole table for one row. The request path is written not to trust
+the statistics where it can (queries/claims.sql), and tests/db/test_rows_read_on_a_churned_table.py
+holds the jobs to the same bound, but a statement added later may not be. So when the server's
+autovacuum is off (for the server or the table), this job does its work by autovacuum's own
+formula, for every table (queries/hygiene.sql: hygiene_due): ANALYZE a table once it changed
+enough, VACUUM (with ANALYZE) it once enough rows died or were inserted. With autovacuum on it
+reads one catalogue row set per pass and does nothing.
 
 Several processes may run it at once: SKIP_LOCKED makes a second VACUUM or ANALYZE of a table
 already being processed a no-op instead of a wait. VACUUM cannot run inside a transaction, so
