@@ -841,13 +841,14 @@ BEGIN
         BEGIN
             PERFORM set_config('lock_timeout', '20ms', true);
             PERFORM 1 FROM (SELECT t.id FROM tasks t
-WHERE t.project_id = p_project AND t.status = 'claimed' AND t.kind <> 'gold'
+WHERE t.project_id = p_project AND t.status = 'open' AND t.kind <> 'gold'
+ORDER BY t.skill DESC, t.eff_priority ASC, t.seq DESC
 LIMIT 1
 FOR SHARE SKIP LOCKED) w;
             v_found := FOUND;
             IF NOT v_found THEN
                 PERFORM 1 FROM (SELECT t.id FROM tasks t
-WHERE t.project_id = p_project AND t.status IN ('open', 'pending') AND t.kind <> 'gold'
+WHERE t.project_id = p_project AND t.status IN ('pending', 'claimed') AND t.kind <> 'gold'
 LIMIT 1
 FOR SHARE SKIP LOCKED) w;
                 v_found := FOUND;

@@ -51,11 +51,12 @@ CREATE TABLE bare_tasks (
 CREATE INDEX bare_tasks_open ON bare_tasks (skill, priority DESC, id) WHERE status = 'open';
 
 -- name: bench_bare_fill
--- No parameters. The service world's tasks, one row each (same skill, priority and payload, in
--- the same order), so both worlds have the same size and the same Zipf skill distribution.
+-- No parameters. The service world's open tasks, one row each (same skill, priority and payload,
+-- in the same order), so both worlds have the same open work and the same skill distribution.
 INSERT INTO bare_tasks (skill, priority, payload)
 SELECT t.skill, t.priority, i.payload
 FROM tasks t JOIN items i ON i.id = t.item_id
+WHERE t.status = 'open'
 ORDER BY t.seq;
 
 -- name: bench_bare_claim

@@ -351,6 +351,29 @@ async def floor_run(dsn: str, world: dict[str, Any], n: int, seconds: float, con
         await pool.close()
 
 
+async def history(dsn: str, world: dict[str, Any], cycles: int, workers: int = 16) -> None:
+    """A running service's past: `cycles` claim+submit cycles spread over every expert, so that
+    the measurements start from history tables of some size, analyzed at that size (as
+    autovacuum, or the server's table hygiene, keeps them). Without it the tables the cycle
+    writes were analyzed empty, and plans cached on "empty" scan them whole for one row."""
+    pool = await create_pool(dsn, workers, workers)
+    db = Database(pool, POOL_TIMEOUT)
+    urls = payload_urls()
+    turns = iter(range(cycles))
+
+    async def worker() -> None:
+        for k in turns:
+            expert_id = world["experts"][k % len(world["experts"])]
+            claim = await claims.claim_next(db, expert_id, None, None, urls)
+            if claim is not None:
+                await claims.submit(db, expert_id, claim.assignment_id, ANSWER)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(workers)))
+    finally:
+        await pool.close()
+
+
 class MiniHttp:
     """One keep-alive HTTP/1.1 connection; just enough client for uvicorn's responses."""
 
@@ -725,11 +748,13 @@ async def run_all(args: argparse.Namespace) -> None:
         print(f"# Postgres {await conn.fetchval('SHOW server_version')}")
         await conn.close()
         t0 = time.perf_counter()
-        world = await seed(dsn, args.tasks, args.skills, args.experts, rng)
+        world = await seed(dsn, args.tasks + args.history, args.skills, args.experts, rng)
+        await history(dsn, world, args.history)
         await seed_bare(dsn)
         print(
             f"# seeded {args.tasks} open tasks over {args.skills} Zipf(1.1) skills, "
-            f"{args.experts} experts x 3 skills in {time.perf_counter() - t0:.1f}s"
+            f"{args.experts} experts x 3 skills, and {args.history} cycles of history, in "
+            f"{time.perf_counter() - t0:.1f}s"
         )
         print(
             f"# {args.seconds:.0f}s per measurement after 1s warm-up, each on a fresh copy of "
@@ -783,6 +808,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tasks", type=int, default=50_000)
     p.add_argument("--skills", type=int, default=200)
     p.add_argument("--experts", type=int, default=3000)
+    p.add_argument(
+        "--history",
+        type=int,
+        default=5000,
+        help="claim+submit cycles run before the measurements (their tasks are added to --tasks)",
+    )
     p.add_argument("--n", default="1,16,64", help="concurrency levels")
     p.add_argument("--labels", default=",".join(LABELS), help="phases to run, in this order")
     p.add_argument("--seconds", type=float, default=10.0, help="per measurement")

@@ -208,6 +208,18 @@ async def test_submit_statements_probe_indexes_on_a_churned_table(
     assert found == {name: [] for name in statements}
 
 
+async def test_completion_probes_read_one_end_of_an_index(
+    db: asyncpg.Connection, churned: dict[str, Any]
+) -> None:
+    """Every submit probes its project for one remaining slot (taskroute_project_settle): an
+    index read from one end, never a scan or a sort of the project's open work."""
+    for name in ("project_work_probe_open", "project_work_probe_claimed"):
+        found = json.loads(await plan(db, name, churned["project"]))
+        kinds = [n["Node Type"] for n in nodes(found[0]["Plan"])]
+        assert scans_of_big_tables(found) == [], name
+        assert "Sort" not in kinds and "Incremental Sort" not in kinds, (name, kinds)
+
+
 async def test_background_jobs_probe_indexes_on_a_churned_table(
     db: asyncpg.Connection, churned: dict[str, Any]
 ) -> None:

@@ -18,7 +18,9 @@
 -- locks it FOR SHARE and stops: whoever ends that slot later must wait for this transaction
 -- to commit (their UPDATE conflicts with the share lock), so they will see our work and
 -- settle the project themselves. Only the last few submits of a project (every remaining
--- slot is in some in-flight transaction's hands) take the lock. Adders pass false.
+-- slot is in some in-flight transaction's hands) take the lock. Adders pass false. The probe
+-- takes the open slot claims want last, and a claimed one (whose submit would wait for us)
+-- only when no open one is free.
 CREATE OR REPLACE FUNCTION taskroute_project_settle(p_project uuid, p_probe boolean) RETURNS text
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -36,10 +38,10 @@ BEGIN
         v_timeout := current_setting('lock_timeout');
         BEGIN
             PERFORM set_config('lock_timeout', '20ms', true);
-            PERFORM 1 FROM ({{ project_work_probe_claimed(p_project) }}) w;
+            PERFORM 1 FROM ({{ project_work_probe_open(p_project) }}) w;
             v_found := FOUND;
             IF NOT v_found THEN
-                PERFORM 1 FROM ({{ project_work_probe_open(p_project) }}) w;
+                PERFORM 1 FROM ({{ project_work_probe_claimed(p_project) }}) w;
                 v_found := FOUND;
             END IF;
             PERFORM set_config('lock_timeout', v_timeout, true);

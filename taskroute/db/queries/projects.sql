@@ -137,19 +137,23 @@ FROM (
 WHERE p.id = $1 AND p.status IN ('active', 'completed') AND p.status <> s.status
 RETURNING p.status
 
--- name: project_work_probe_claimed
--- $1 project_id. One claimed slot of the project that no other transaction is changing,
--- locked FOR SHARE to commit (see taskroute_project_settle). Claimed first: claims skip
--- locked rows, and an open slot locked here would be hidden from them for a moment.
+-- name: project_work_probe_open
+-- $1 project_id. One open slot of the project that no other transaction is changing, locked FOR
+-- SHARE to commit (see taskroute_project_settle): the one claims will take last (the far end of
+-- tasks_open_project: last skill, lowest priority, newest), so a claim rarely wants the row
+-- held here, and no submit waits for it. The near end is also where the claimed slots leave
+-- dead index entries behind until a vacuum; the far end has none to walk.
 SELECT t.id FROM tasks t
-WHERE t.project_id = $1 AND t.status = 'claimed' AND t.kind <> 'gold'
+WHERE t.project_id = $1 AND t.status = 'open' AND t.kind <> 'gold'
+ORDER BY t.skill DESC, t.eff_priority ASC, t.seq DESC
 LIMIT 1
 FOR SHARE SKIP LOCKED
 
--- name: project_work_probe_open
--- $1 project_id. The same for open and pending slots.
+-- name: project_work_probe_claimed
+-- $1 project_id. The same for pending and claimed slots, once no open one is free. A claimed
+-- slot locked here makes its expert's submit wait for this transaction: the last resort.
 SELECT t.id FROM tasks t
-WHERE t.project_id = $1 AND t.status IN ('open', 'pending') AND t.kind <> 'gold'
+WHERE t.project_id = $1 AND t.status IN ('pending', 'claimed') AND t.kind <> 'gold'
 LIMIT 1
 FOR SHARE SKIP LOCKED
 
