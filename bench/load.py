@@ -719,6 +719,21 @@ async def measure(args: argparse.Namespace) -> None:
         for v in re.findall(r"^taskroute_admission_claims_expired_total (\S+)$", text, re.M)
     )
     print(f"  claims refused after waiting their whole budget (not at the door): {expired:.0f}")
+    unanswered = {
+        why: sum(
+            float(v) * sign
+            for text, sign in ((m1_text, 1), (m0_text, -1))
+            for v in re.findall(
+                rf'^taskroute_probes_unanswered_total{{waited_for="{why}"}} (\S+)$', text, re.M
+            )
+        )
+        for why in ("connection", "answer")
+    }
+    print(
+        "  held-claim probes unanswered (then this process's memory answers, or a refusal):"
+        f" {unanswered['connection']:.0f} waiting for a probe connection,"
+        f" {unanswered['answer']:.0f} waiting for the answer"
+    )
     print("  background jobs over the window (/metrics: passes finished, seconds in them):")
     for job in sorted(j1):
         n, secs = (j1[job][i] - j0.get(job, (0.0, 0.0))[i] for i in range(2))

@@ -13,7 +13,9 @@ import asyncpg
 import orjson
 
 from taskroute.db.admission import HELD, Admission, Priority
+from taskroute.db.batched_probe import BatchedProbe
 from taskroute.errors import TaskrouteError, Unavailable
+from taskroute.observability.metrics import PROBES_UNANSWERED
 
 log = logging.getLogger(__name__)
 
@@ -142,31 +144,44 @@ class Database:
         # A connection apart from the gated pool for one-probe questions asked on the way to a
         # refusal (`probe`); None: they go through the gate as work in progress.
         self.probe_pool = probe_pool
+        self._batched: dict[tuple[str, str], BatchedProbe] = {}
 
     def for_jobs(self) -> Database:
         """The same pool and gate, for background jobs: every statement they run is a JOB."""
         return Database(self.pool, self.timeout, self.admission, Priority.JOB, self.probe_pool)
 
-    async def probe(self, query: str, *args: Any) -> asyncpg.Record | None:
-        """One cheap statement asked before refusing a request: on the probe connection, apart
-        from the gate and the pool it guards (a refusal means every pooled connection is
-        busy), else through the gate as work in progress (PROTECT). ProbeUnanswered when the
-        probe connection or the statement takes too long."""
+    async def probe(self, query: str, key: str, value: Any) -> asyncpg.Record | None:
+        """One cheap question asked before refusing a request: `query` takes a list of keys
+        ($1) and returns at most one row per key in its column `key`; this is the row for
+        `value`, or None. The probes asked at one moment share one statement (batched_probe.py)
+        on the probe connections, apart from the gate and the pool it guards (a refusal means
+        every pooled connection is busy), else through the gate as work in progress (PROTECT).
+        ProbeUnanswered when the probe connection or the statement takes too long."""
+        batched = self._batched.get((query, key))
+        if batched is None:
+            batched = self._batched[(query, key)] = BatchedProbe(self._probe_fetch, query, key)
+        return await batched.get(value)
+
+    async def _probe_fetch(self, query: str, keys: list[Any]) -> list[asyncpg.Record]:
         if self.probe_pool is None:
-            return await self.fetchrow(query, *args, priority=Priority.PROTECT)
+            async with self.connection(Priority.PROTECT) as conn:
+                found: list[asyncpg.Record] = await conn.fetch(query, keys)
+                return found
         try:
             conn = await self.probe_pool.acquire(timeout=min(self.timeout, PROBE_WAIT))
         except TimeoutError as exc:
             # Asked on the way to a refusal: waiting out the pool timeout here would make
             # every refusal slow.
+            PROBES_UNANSWERED.labels("connection").inc(len(keys))
             raise ProbeUnanswered from exc
         except _CONNECTION_LOST as exc:
             raise Unavailable("the database is unreachable; try again shortly") from exc
         try:
             # asyncpg cancels the statement on timeout; the connection stays usable
-            row: asyncpg.Record | None = await conn.fetchrow(query, *args, timeout=PROBE_TIMEOUT)
-            return row
+            rows: list[asyncpg.Record] = await conn.fetch(query, keys, timeout=PROBE_TIMEOUT)
+            return rows
         except TimeoutError as exc:
+            PROBES_UNANSWERED.labels("answer").inc(len(keys))
             raise ProbeUnanswered from exc
         except _CONNECTION_LOST as exc:
             raise Unavailable("the database connection was lost; try again shortly") from exc

@@ -37,6 +37,12 @@ CLAIMS_RETRIED = Counter(
     "taskroute_claims_retried_total",
     "Claims asked again because the work left was locked for a moment by another transaction",
 )
+PROBES_UNANSWERED = Counter(
+    "taskroute_probes_unanswered_total",
+    "Probes asked on the way to a refusal that went unanswered (waited_for: a probe connection,"
+    " or the statement's answer)",
+    ["waited_for"],
+)
 LEASE_EXPIRIES = Counter(
     "taskroute_lease_expiries_total",
     "Leases that expired without a submit, by what became of the task",

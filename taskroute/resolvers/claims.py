@@ -151,7 +151,7 @@ async def claim_next(
 
     Past capacity the admission gate refuses claims (UNAVAILABLE / overloaded), but never the
     claim of an expert who holds one: a repeated claim (a double click, a refreshed page) gets
-    the held claim back, found by one probe outside the claim line (`claim_held`), or, when
+    the held claim back, found by one probe outside the claim line (`claims_held`), or, when
     the probe goes unanswered, remembered from this process's own answers (`memo`)."""
     gate = db.admission
     probed = gate is not None and gate.would_refuse(Priority.CLAIM)
@@ -223,7 +223,7 @@ async def _held(
     goes unanswered, the one this process last handed out, if still within the memo's window.
     When the database answers, its answer stands and the memo follows it."""
     try:
-        row = await db.probe(Q["claim_held"], expert_id)
+        row = await db.probe(Q["claims_held"], "expert_id", expert_id)
     except ProbeUnanswered:
         remembered = memo.get(expert_id) if memo is not None else None
         if remembered is not None:
@@ -243,8 +243,8 @@ async def _held(
 async def holds_claim(db: Database, expert_id: UUID) -> bool:
     """Whether the expert holds a live claim: one index probe, outside the claim line.
     ProbeUnanswered when the database does not answer in time."""
-    row = await db.probe(Q["expert_holds_claim"], expert_id)
-    return bool(row is not None and row[0])
+    row = await db.probe(Q["experts_holding_claims"], "expert_id", expert_id)
+    return row is not None
 
 
 async def heartbeat(

@@ -185,15 +185,24 @@ async def test_the_claim_call_reads_the_claimed_item_by_key(
     await api.create_project(customer["token"], tasks_of("skill7", 1))
     await seed_open_tasks(db, 10_000, 50)
     expert = await api.create_expert(["skill7"])
-    for statement, args in (
-        ("claim_call", (expert["id"], None, None, 0.5)),
-        ("claim_held", (expert["id"],)),
-    ):
-        plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) {Q[statement]}", *args))
-        scanned = {
-            n.get("Relation Name") for n in nodes(plan[0]["Plan"]) if n["Node Type"] == "Seq Scan"
-        }
-        assert "items" not in scanned, (statement, scanned)
+    # The held-claim probes take a list of experts (one statement per batch of refusals):
+    # planned for the list they get, and generically (a prepared statement's plan, whatever
+    # the list's length), each expert is still a probe by key.
+    for mode in ("auto", "force_generic_plan"):
+        await db.execute(f"SET plan_cache_mode = {mode}")
+        for statement, args in (
+            ("claim_call", (expert["id"], None, None, 0.5)),
+            ("claim_held", (expert["id"],)),
+            ("claims_held", ([expert["id"]] * 3,)),
+            ("experts_holding_claims", ([expert["id"]] * 3,)),
+        ):
+            plan = json.loads(await db.fetchval(f"EXPLAIN (FORMAT JSON) {Q[statement]}", *args))
+            scanned = {
+                n.get("Relation Name")
+                for n in nodes(plan[0]["Plan"])
+                if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")
+            }
+            assert not scanned & {"items", "tasks"}, (mode, statement, scanned)
 
 
 async def test_heartbeat_probes_indexes_with_100k_open_and_100k_done_tasks(

@@ -4,11 +4,15 @@
 -- without the claim's expert-row lock. A double click must never turn a held task into
 -- "come back later".
 
--- name: expert_holds_claim
--- $1 expert_id. Whether the expert holds a live claim (the door's question, graphql_http.py).
-SELECT EXISTS (
+-- name: experts_holding_claims
+-- $1 expert ids (uuid[]). Those of them who hold a live claim (the door's question,
+-- graphql_http.py), one row each; asked for every refusal waiting at one moment at once
+-- (db/batched_probe.py).
+SELECT x.expert_id
+FROM unnest($1::uuid[]) AS x(expert_id)
+WHERE EXISTS (
     SELECT 1 FROM assignments a
-    WHERE a.expert_id = $1 AND a.status = 'active' AND a.lease_until > taskroute_now()
+    WHERE a.expert_id = x.expert_id AND a.status = 'active' AND a.lease_until > taskroute_now()
 );
 
 -- name: claim_held
@@ -25,3 +29,10 @@ FROM ({{ assignment_active_for_expert($1) }}) h
 JOIN experts e ON e.id = $1 AND e.status = 'active'
 JOIN assignments a ON a.id = h.assignment_id
 {{ claim_context(h.item_id, h.task_id) }};
+
+-- name: claims_held
+-- $1 expert ids (uuid[]). claim_held for each of them at once, with the expert's id: the
+-- answer to every repeated claim waiting at one moment (db/batched_probe.py).
+SELECT x.expert_id, c.*
+FROM unnest($1::uuid[]) AS x(expert_id)
+CROSS JOIN LATERAL ({{ claim_held(x.expert_id) }}) c;
