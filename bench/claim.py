@@ -9,8 +9,10 @@ Run by hand (never part of the test suite's pass/fail); prints figures:
 
 What it does, in its own temporary databases on the Postgres at --pg (dropped at the end):
 1. Seeds 50k open tasks over 200 skills with Zipf-distributed sizes and a few thousand experts
-   (each holding 3 Zipf-drawn skills, so most hold a big skill and a few hold rare ones), plus
-   `bare_tasks`: the same tasks in the seed's one-table shape (bench/bench.sql).
+   (each holding 3 Zipf-drawn skills, so most hold a big skill and a few hold rare ones), runs
+   --history claim+submit cycles (5,000) over every expert and analyzes, so the tables a cycle
+   writes have a past and statistics to match (analyzed empty, their cached plans scan them
+   whole), plus `bare_tasks`: the open tasks in the seed's one-table shape (bench/bench.sql).
 2. Bare: what pgbench would measure for the seed's design. N experts on min(N, --pool-max)
    connections run the seed's two statements (claim: one UPDATE .. SKIP LOCKED; submit: one
    UPDATE), autocommit, one round trip each, on `bare_tasks`.
