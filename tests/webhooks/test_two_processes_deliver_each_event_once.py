@@ -47,6 +47,16 @@ async def test_two_processes_deliver_each_event_exactly_once(
         ids = receiver.ok_ids()
         assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
         assert len(receiver.received) == len(ids)  # no other request either
+
+        # A sender records its attempt after the receiver answered: wait for every delivery's
+        # record, then count the attempts.
+        async def recorded() -> bool:
+            left = await db.fetchval(
+                "SELECT count(*) FROM webhook_deliveries WHERE state <> 'delivered'"
+            )
+            return bool(left == 0)
+
+        await wait_for(recorded, "every delivery recorded as delivered")
         attempts = await db.fetchval("SELECT count(*) FROM webhook_attempts")
         assert attempts == len(expected)
     finally:
