@@ -178,14 +178,14 @@ WHERE a.expert_id = p_expert AND a.status = 'active' INTO v_claim;
 ),
 released AS (
     UPDATE tasks t
-    SET status = CASE WHEN p.status = 'canceled' THEN 'canceled'
+    SET status = CASE WHEN p.status = 'canceled' OR i.flagged_at IS NOT NULL THEN 'canceled'
                       WHEN t.attempts >= t.max_retries THEN 'failed'
                       ELSE 'open' END,
         attempts = t.attempts + 1,
         assignment_id = NULL,
         lease_until = NULL
-    FROM expired e, projects p
-    WHERE t.id = e.id AND p.id = t.project_id
+    FROM expired e, projects p, items i
+    WHERE t.id = e.id AND p.id = t.project_id AND i.id = t.item_id
     RETURNING t.id, t.skill, t.project_id, t.status, t.min_quality, e.assignment_id
 ),
 expire_assignments AS (
@@ -389,6 +389,8 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
 AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
+          AND NOT EXISTS (SELECT 1 FROM items fi
+                          WHERE fi.id = t.item_id AND fi.flagged_at IS NOT NULL)
         ORDER BY t.lease_until
         LIMIT 1
         FOR UPDATE OF t, pa SKIP LOCKED

@@ -13,7 +13,7 @@ import pytest
 from taskroute.resolvers.jobs.sweeper import sweep_once
 
 from ..clock import DbClock
-from ..helpers import Api, GraphQLError, serving, settings_for, tasks_of
+from ..helpers import Api, GraphQLError, serving, settings_for, tasks_of, wait_for
 
 RELEASE = (
     "mutation($a: ID!, $r: ReleaseReason!) { releaseAssignment(assignmentId: $a, reason: $r)"
@@ -222,3 +222,42 @@ async def test_a_repeated_submit_with_another_answer_says_the_first_stands(
     )  # fmt: skip
     assert r.json()["answer_differs"] is True and r.json()["duplicate"] is True
     assert await db.fetchval("SELECT answer FROM assignments") == '{"v": 1}'
+
+
+@pytest.mark.parametrize("first", ["sweeper", "claim"])
+async def test_a_flagged_items_claimed_slot_never_returns_to_the_pool(
+    api: Api, db: asyncpg.Connection, clock: DbClock, jobs_db: Any, first: str
+) -> None:
+    """The item is flagged while a third expert holds one of its slots; that lease then runs
+    out. Neither the sweeper nor another expert's claim (which takes over expired leases) may
+    offer the slot again: it is canceled, like the item's open slots were."""
+    customer = await api.create_customer()
+    experts = [await api.create_expert(["grading"], f"e{i}") for i in range(4)]
+    await api.create_project(
+        customer["token"], tasks_of("grading", 1), redundancy=3, flagAfterBadItemReleases=2
+    )
+    claims = [await api.claim(e["token"]) for e in experts[:3]]
+    assert all(c is not None for c in claims)
+    for e, c in zip(experts[:2], claims[:2], strict=True):
+        assert c is not None
+        await release(api, e["token"], c["assignmentId"], "BAD_ITEM")
+    assert await db.fetchval("SELECT flagged_at IS NOT NULL FROM items")
+    assert await db.fetchval("SELECT count(*) FROM tasks WHERE status = 'claimed'") == 1
+
+    async def swept() -> dict[str, int] | None:
+        # The server's own sweeper may hold the row at that moment (a pass skips locked rows):
+        # sweep until the slot has left 'claimed', then look at what it became.
+        await sweep_once(jobs_db)
+        rows = await db.fetch("SELECT status, count(*) AS n FROM tasks GROUP BY status")
+        counts = {r["status"]: r["n"] for r in rows}
+        return None if "claimed" in counts else counts
+
+    await clock.advance(3600)  # the third holder's lease is over
+    if first == "sweeper":
+        counts = await wait_for(swept, "the expired slot swept")
+        assert await api.claim(experts[3]["token"]) is None
+    else:
+        assert await api.claim(experts[3]["token"]) is None
+        counts = await wait_for(swept, "the expired slot swept")
+    assert counts == {"canceled": 3}
+    assert await api.claim(experts[3]["token"]) is None

@@ -89,6 +89,9 @@ candidate AS (
           AND pa.lease_until < taskroute_now()
           AND t.attempts < t.max_retries AND {{ task_in_scope(t, $3) }}
           AND {{ task_eligible(t, s, $1) }}
+          -- a flagged item's slot is canceled by the sweeper, never taken over
+          AND NOT EXISTS (SELECT 1 FROM items fi
+                          WHERE fi.id = t.item_id AND fi.flagged_at IS NOT NULL)
         ORDER BY t.lease_until
         LIMIT 1
         FOR UPDATE OF t, pa SKIP LOCKED
@@ -171,19 +174,21 @@ WITH expired AS (
 -- fragment: leases_return_to_pool
 -- The rest of a statement whose first CTE is `expired` (id, assignment_id: claimed tasks whose
 -- lease ended, locked): returns them to the pool: open again, failed once `max_retries`
--- leases expired, canceled if the project was; their assignments expire. The assignment is
--- named by primary key alone (its status is settled in SET): a status literal in the WHERE
--- let the planner scan assignments_one_active, which stale statistics think empty.
+-- leases expired, canceled if the project was or the item was flagged meanwhile (its open
+-- slots were canceled then: queries/releases.sql, item_flag_if_bad); their assignments
+-- expire. The assignment is named by primary key alone (its status is settled in SET): a
+-- status literal in the WHERE let the planner scan assignments_one_active, which stale
+-- statistics think empty.
 released AS (
     UPDATE tasks t
-    SET status = CASE WHEN p.status = 'canceled' THEN 'canceled'
+    SET status = CASE WHEN p.status = 'canceled' OR i.flagged_at IS NOT NULL THEN 'canceled'
                       WHEN t.attempts >= t.max_retries THEN 'failed'
                       ELSE 'open' END,
         attempts = t.attempts + 1,
         assignment_id = NULL,
         lease_until = NULL
-    FROM expired e, projects p
-    WHERE t.id = e.id AND p.id = t.project_id
+    FROM expired e, projects p, items i
+    WHERE t.id = e.id AND p.id = t.project_id AND i.id = t.item_id
     RETURNING t.id, t.skill, t.project_id, t.status, t.min_quality, e.assignment_id
 ),
 expire_assignments AS (
