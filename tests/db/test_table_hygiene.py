@@ -11,9 +11,9 @@ from taskroute.resolvers.jobs.table_hygiene import hygiene_once
 
 from ..helpers import wait_for
 
-TASKS_STATS = (
+STATS = (
     "SELECT n_mod_since_analyze, n_dead_tup, last_analyze, last_vacuum"
-    " FROM pg_stat_user_tables WHERE relname = 'tasks'"
+    " FROM pg_stat_user_tables WHERE relname = $1"
 )
 
 
@@ -33,14 +33,16 @@ async def _add_tasks(db: asyncpg.Connection, project: str, n: int) -> None:
     )
 
 
-async def _stats_once_flushed(db: asyncpg.Connection, check: str) -> asyncpg.Record:
-    """This session's table counters, once the shared statistics show them (`check` says
+async def _stats_once_flushed(
+    db: asyncpg.Connection, check: str, table: str = "tasks"
+) -> asyncpg.Record:
+    """This session's counters of `table`, once the shared statistics show them (`check` says
     which condition means they arrived)."""
     await db.execute("SELECT pg_stat_force_next_flush()")
 
     async def seen() -> asyncpg.Record | None:
         found: asyncpg.Record | None = await db.fetchrow(
-            f"SELECT * FROM ({TASKS_STATS}) s WHERE {check}"
+            f"SELECT * FROM ({STATS}) s WHERE {check}", table
         )
         return found
 
@@ -92,22 +94,9 @@ async def test_every_other_table_follows_autovacuums_default_formula(
     await db.execute("ALTER TABLE customers SET (autovacuum_enabled = false)")
     threshold = float(await db.fetchval("SELECT current_setting('autovacuum_analyze_threshold')"))
     scale = float(await db.fetchval("SELECT current_setting('autovacuum_analyze_scale_factor')"))
-    stats = (
-        "SELECT n_mod_since_analyze, last_analyze FROM pg_stat_user_tables"
-        " WHERE relname = 'customers'"
-    )
 
     async def flushed(check: str) -> asyncpg.Record:
-        await db.execute("SELECT pg_stat_force_next_flush()")
-
-        async def seen() -> asyncpg.Record | None:
-            found: asyncpg.Record | None = await db.fetchrow(
-                f"SELECT * FROM ({stats}) s WHERE {check}"
-            )
-            return found
-
-        row: asyncpg.Record = await wait_for(seen, f"the statistics to show {check}")
-        return row
+        return await _stats_once_flushed(db, check, "customers")
 
     async def add(n: int) -> None:
         await db.execute(
