@@ -64,13 +64,10 @@ class BatchedProbe:
 
 def _copy(exc: Exception) -> Exception:
     """An exception of its own for each waiter (one instance raised in several tasks would
-    collect all their tracebacks)."""
-    for args in (exc.args, ()):
-        try:
-            fresh = type(exc)(*args)
-        except Exception:
-            continue
-        if str(fresh) == str(exc):
-            fresh.__cause__ = exc.__cause__
-            return fresh
-    return exc
+    collect all their tracebacks), with the same args and attributes (retry_after, details):
+    built without calling __init__, whose signature varies by class."""
+    fresh: Exception = exc.__class__.__new__(exc.__class__, *exc.args)
+    fresh.args = exc.args
+    fresh.__dict__.update(exc.__dict__)
+    fresh.__cause__ = exc.__cause__
+    return fresh

@@ -29,7 +29,7 @@ class Fake:
         self.gates.append(gate)
         await gate.wait()
         if len(self.calls) - 1 in self.fail:
-            raise Unavailable("no answer")
+            raise Unavailable("no answer", retry_after=7)
         return [{"k": k} for k in keys if k != "absent"]
 
     async def release(self, call: int) -> None:
@@ -70,6 +70,9 @@ async def test_a_failed_statement_fails_its_batch_only() -> None:
     # each waiter raised an exception of its own
     errors = [t.exception() for t in doomed]
     assert errors[0] is not errors[1]
+    for error in errors:  # the same error: message, class and attributes
+        assert isinstance(error, Unavailable)
+        assert (str(error), error.retry_after) == ("no answer", 7)
     await fake.release(1)
     assert await survivor == {"k": "c"}
     assert fake.calls == [["a", "b"], ["c"]]
