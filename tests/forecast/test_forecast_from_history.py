@@ -235,8 +235,12 @@ async def test_once_every_task_is_claimed_the_end_is_the_last_in_progress(
         claim = await api.claim(e["token"])
         assert claim is not None
         held.append((e, claim))
+        # They are at work, as their heartbeats say (a silent holder is not: presence_overdue),
+        # and say it before each move of the clock: 180 + 120 s of silence would reach the
+        # heartbeat timeout (300 s), after which the server's routing job may cut the lease first.
+        for holder, c in held:
+            await api.heartbeat(holder["token"], c["assignmentId"])
         await clock.advance(wait)
-    # They are at work, as their heartbeats say (a silent holder is not: presence_overdue).
     for e, claim in held:
         await api.heartbeat(e["token"], claim["assignmentId"])
     f = await forecast(api, customer, pid)
