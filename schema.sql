@@ -125,7 +125,7 @@ DECLARE
     v_row record;
     v_claim record;
     v_released jsonb := '[]';
-    v_gold boolean;
+    v_paths record;
 BEGIN
     released := v_released;
     IF p_project IS NOT NULL THEN
@@ -217,8 +217,22 @@ WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
         WHERE g.skill = s.skill AND g.retired_at IS NULL
           AND (p_project::uuid IS NULL OR g.project_id = p_project::uuid)
     )
-) AS possible INTO v_gold;
-        IF v_gold THEN
+) AS gold,
+       (p_project::uuid IS NOT NULL OR EXISTS (
+           SELECT 1
+           FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+FROM expert_skills es
+JOIN experts e ON e.id = es.expert_id
+WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
+  AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s
+           CROSS JOIN LATERAL (
+               SELECT 1 FROM tasks t
+               WHERE t.status = 'claimed' AND t.skill = s.skill
+                 AND t.lease_until < taskroute_now()
+               LIMIT 1
+           ) e
+       )) AS takeover INTO v_paths;
+        IF v_paths.gold THEN
             WITH my_skills AS (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
 FROM expert_skills es
 JOIN experts e ON e.id = es.expert_id
@@ -303,25 +317,24 @@ SELECT k.assignment_id, k.lease_until, k.task_id, k.project_id, k.skill, k.prior
        k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes
 FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id INTO v_claim;
         END IF;
-        IF NOT v_gold OR NOT FOUND THEN
-            WITH my_skills AS (
-    SELECT s.*, coalesce(sc.scarce, false) AS scarce,
-           sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
-    FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+        IF NOT v_paths.gold OR NOT FOUND THEN
+            IF v_paths.takeover THEN
+                WITH my_skills AS (SELECT s.*, coalesce(sc.scarce, false) AS scarce,
+       sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
+FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
 FROM expert_skills es
 JOIN experts e ON e.id = es.expert_id
 WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
   AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s
-    LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
-),
+LEFT JOIN skill_scarcity sc ON sc.skill = s.skill),
 candidate AS (
     SELECT s.scarce, s.drain_seconds, c.*
-    FROM my_skills s
-    CROSS JOIN LATERAL (
-        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
-        FROM tasks t
-        WHERE p_project::uuid IS NULL AND t.status = 'open' AND t.skill = s.skill
-          AND t.skill = s.skill AND t.min_quality <= s.quality
+FROM my_skills s
+CROSS JOIN LATERAL (
+    SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+    FROM tasks t
+    WHERE p_project::uuid IS NULL AND t.status = 'open' AND t.skill = s.skill
+      AND t.skill = s.skill AND t.min_quality <= s.quality
 AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
 AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
               AND (p.max_items_per_expert IS NULL
@@ -335,10 +348,10 @@ AND NOT EXISTS (SELECT 1 FROM assignments a
                 WHERE a.item_id = t.item_id AND a.expert_id = p_expert
                   AND a.status IN ('active', 'submitted'))
 AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
-        ORDER BY t.eff_priority DESC, t.seq
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) c
+    ORDER BY t.eff_priority DESC, t.seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) c
     UNION ALL
     SELECT s.scarce, s.drain_seconds, c.*
     FROM my_skills s
@@ -427,6 +440,71 @@ inserted AS (
 SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.priority,
        c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes
 FROM claimed c JOIN items i ON i.id = c.item_id INTO v_claim;
+            ELSE
+                WITH my_skills AS (SELECT s.*, coalesce(sc.scarce, false) AS scarce,
+       sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
+FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+FROM expert_skills es
+JOIN experts e ON e.id = es.expert_id
+WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
+  AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s
+LEFT JOIN skill_scarcity sc ON sc.skill = s.skill),
+candidate AS (SELECT s.scarce, s.drain_seconds, c.*
+FROM my_skills s
+CROSS JOIN LATERAL (
+    SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+    FROM tasks t
+    WHERE NULL::uuid IS NULL AND t.status = 'open' AND t.skill = s.skill
+      AND t.skill = s.skill AND t.min_quality <= s.quality
+AND (t.required_caps = '{}' OR t.required_caps <@ s.capabilities)
+AND EXISTS (SELECT 1 FROM projects p WHERE p.id = t.project_id AND p.status = 'active'
+              AND (p.max_items_per_expert IS NULL
+                   OR (SELECT count(*) FROM (
+                           SELECT 1 FROM assignments ac
+                           WHERE ac.expert_id = p_expert AND ac.project_id = p.id
+                             AND ac.status IN ('active', 'submitted')
+                           LIMIT p.max_items_per_expert) capped) < p.max_items_per_expert)
+              OFFSET 0)
+AND NOT EXISTS (SELECT 1 FROM assignments a
+                WHERE a.item_id = t.item_id AND a.expert_id = p_expert
+                  AND a.status IN ('active', 'submitted'))
+AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.expert_id = p_expert)
+    ORDER BY t.eff_priority DESC, t.seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) c),
+best AS (
+    SELECT * FROM candidate
+    ORDER BY (p_skills::text[] IS NULL AND scarce) DESC,
+             CASE WHEN p_skills::text[] IS NULL AND scarce THEN drain_seconds END DESC NULLS LAST,
+             eff_priority DESC, seq
+    LIMIT 1
+),
+claimed AS (
+    UPDATE tasks t
+    SET status = 'claimed',
+        assignment_id = gen_random_uuid(),
+        lease_until = taskroute_now() + make_interval(secs => p.lease_seconds),
+        attempts = t.attempts + (t.status = 'claimed')::int
+    FROM best c, projects p
+    WHERE t.id = c.id AND p.id = t.project_id
+    RETURNING t.id AS task_id, t.item_id, t.project_id, t.skill, t.priority,
+              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id
+),
+expire_prev AS (
+    UPDATE assignments a
+    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
+    FROM claimed c
+    WHERE a.id = c.prev_assignment
+),
+inserted AS (
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
+    SELECT assignment_id, task_id, item_id, project_id, p_expert, lease_until FROM claimed
+)
+SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.priority,
+       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes
+FROM claimed c JOIN items i ON i.id = c.item_id INTO v_claim;
+            END IF;
         END IF;
         outcome := CASE WHEN FOUND THEN 'claimed' ELSE 'none' END;
         -- Nothing free, but work held for a moment by others: the caller asks again shortly

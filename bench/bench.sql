@@ -50,6 +50,41 @@ CREATE TABLE bare_tasks (
 );
 CREATE INDEX bare_tasks_open ON bare_tasks (skill, priority DESC, id) WHERE status = 'open';
 
+-- name: bench_mission_schema
+-- No parameters (several statements: run without arguments). What the mission writes per
+-- cycle beyond the seed, in its leanest form, for the `mission1` cycle
+-- (bench/mission_cycle_one_skill.pgbench): a claim record with one live claim per expert, the
+-- audit line of who saw the payload, one ledger line per assignment, and the item's result.
+-- Only the indexes those invariants need; no triggers, no counts, no quality.
+CREATE TABLE bare_assignments (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    task_id      bigint NOT NULL,
+    expert_id    uuid NOT NULL,
+    status       text NOT NULL DEFAULT 'active',
+    lease_until  timestamptz NOT NULL,
+    answer       jsonb,
+    submitted_at timestamptz
+);
+CREATE UNIQUE INDEX bare_assignments_one_active ON bare_assignments (expert_id)
+    WHERE status = 'active';
+CREATE TABLE bare_audit (
+    seq       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    expert_id uuid NOT NULL,
+    task_id   bigint NOT NULL,
+    at        timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE bare_payouts (
+    seq           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    assignment_id bigint NOT NULL UNIQUE,
+    expert_id     uuid NOT NULL,
+    amount_cents  integer NOT NULL
+);
+CREATE TABLE bare_results (
+    task_id bigint PRIMARY KEY,
+    answer  jsonb NOT NULL,
+    at      timestamptz NOT NULL DEFAULT now()
+);
+
 -- name: bench_bare_fill
 -- No parameters. The service world's open tasks, one row each (same skill, priority and payload,
 -- in the same order), so both worlds have the same open work and the same skill distribution.
@@ -99,3 +134,27 @@ WHERE NOT EXISTS (
 -- name: bench_bare_done
 -- No parameters. Cycles completed on bare_tasks.
 SELECT count(*) FROM bare_tasks WHERE status = 'done';
+
+-- name: bench_cycle_procedure
+-- No parameters. `bench_cycles(first, n)` for bench/cycle_instructions.py: n claim+submit
+-- cycles through the service's own functions, each call committed on its own (as the API
+-- runs them), by experts in a fixed order (the k-th cycle: expert number (first + k) * 7919
+-- mod the experts, by id). CALLed at top level, so it may COMMIT.
+CREATE PROCEDURE bench_cycles(p_first integer, p_n integer)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_experts uuid[] := (SELECT array_agg(id ORDER BY id) FROM experts);
+    v_expert uuid;
+    v_assignment uuid;
+BEGIN
+    FOR k IN p_first .. p_first + p_n - 1 LOOP
+        v_expert := v_experts[1 + (k * 7919) % cardinality(v_experts)];
+        SELECT assignment_id INTO v_assignment FROM taskroute_claim(v_expert, NULL, NULL, 0.5);
+        COMMIT;
+        IF v_assignment IS NOT NULL THEN
+            PERFORM taskroute_submit(v_assignment, v_expert, '{"grade": 4}');
+            COMMIT;
+        END IF;
+    END LOOP;
+END
+$fn$;

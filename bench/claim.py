@@ -15,7 +15,11 @@ What it does, in its own temporary databases on the Postgres at --pg (dropped at
    whole), plus `bare_tasks`: the open tasks in the seed's one-table shape (bench/bench.sql).
 2. Bare: what pgbench would measure for the seed's design. N experts on min(N, --pool-max)
    connections run the seed's two statements (claim: one UPDATE .. SKIP LOCKED; submit: one
-   UPDATE), autocommit, one round trip each, on `bare_tasks`.
+   UPDATE), autocommit, one round trip each, on `bare_tasks`. Through pgbench (labels
+   `pgbench`, and `pgbench1` claiming from each expert's first skill only), and `mission1`:
+   pgbench1 plus what the mission writes per cycle and no implementation can skip (a claim
+   record, one live claim per expert, the audit line, the ledger line, the item's result;
+   bench.sql `bench_mission_schema`), the bound on what the service's own SQL can reach.
 3. Floor: the service's own domain calls without HTTP: per request `auth.authenticate`, then
    `claims.claim_next` and `claims.submit` on a `Database` over min(N, --pool-max) connections.
    They are called, never re-implemented, so the floor cannot drift from the service.
@@ -160,6 +164,7 @@ async def seed_bare(dsn: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute(B["bench_bare_schema"])
+        await conn.execute(B["bench_mission_schema"])
         await conn.execute(B["bench_bare_fill"])
         # Hint bits, visibility map and statistics settled once, in the template every
         # measurement copies.
@@ -303,7 +308,7 @@ async def pgbench_run(
         if proc.returncode != 0:
             raise RuntimeError(f"pgbench failed ({proc.returncode}): {text[-3000:]}")
         done = await conn.fetchval(B["bench_bare_done"]) - before
-        one_skill = script == PGBENCH_SCRIPTS["pgbench1"]
+        one_skill = script != PGBENCH_SCRIPTS["pgbench"]
         drained = await conn.fetchval(B["bench_bare_drained"], one_skill)
     finally:
         await conn.close()
@@ -656,8 +661,12 @@ CYCLES_DONE = {
     True: "SELECT count(*) FROM bare_tasks WHERE status = 'done'",
     False: "SELECT count(*) FROM tasks WHERE status = 'done'",
 }
-LABELS = ("pgbench", "pgbench1", "bare", "floor", "graphql", "rest")
-PGBENCH_SCRIPTS = {"pgbench": "bare_cycle.pgbench", "pgbench1": "bare_cycle_one_skill.pgbench"}
+LABELS = ("pgbench", "pgbench1", "mission1", "bare", "floor", "graphql", "rest")
+PGBENCH_SCRIPTS = {
+    "pgbench": "bare_cycle.pgbench",
+    "pgbench1": "bare_cycle_one_skill.pgbench",
+    "mission1": "mission_cycle_one_skill.pgbench",
+}
 
 
 async def measure(
@@ -684,6 +693,8 @@ def print_ratios(results: dict[tuple[str, int], Run], ns: list[int]) -> None:
         pairs = [("graphql", "pgbench"), ("rest", "pgbench"), ("graphql", "bare"), ("rest", "bare")]
         pairs += [("graphql", "floor"), ("rest", "floor"), ("floor", "bare"), ("bare", "pgbench")]
         pairs += [("graphql", "pgbench1"), ("rest", "pgbench1"), ("floor", "pgbench")]
+        pairs += [("floor", "pgbench1"), ("mission1", "pgbench1"), ("floor", "mission1")]
+        pairs += [("graphql", "mission1"), ("rest", "mission1")]
         cells = [
             f"{a}/{b} {rate[a] / rate[b] if rate[b] else float('nan'):.2f}"
             for a, b in pairs

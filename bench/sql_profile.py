@@ -60,7 +60,8 @@ class PrivateCluster:
     """A throwaway Postgres cluster on a free loopback port (as the `postgres` OS user when
     run as root: initdb refuses root), removed by `destroy`."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self.settings = SETTINGS if settings is None else settings
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
         if not found:
             raise SystemExit("--profile-sql: no Postgres binaries under /usr/lib/postgresql")
@@ -86,7 +87,7 @@ class PrivateCluster:
         self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
                    "--auth=trust", "-E", "UTF8"])  # fmt: skip
         opts = f"-p {self.port} -h 127.0.0.1 -k {self.dir} "
-        opts += " ".join(f"-c {k}={v}" for k, v in SETTINGS.items())
+        opts += " ".join(f"-c {k}={v}" for k, v in self.settings.items())
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts,
                    "-l", str(self.dir / "log"), "-w", "-t", "60", "start"])  # fmt: skip
 

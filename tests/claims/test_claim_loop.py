@@ -382,3 +382,38 @@ async def test_a_claim_waits_for_a_sweep_holding_its_expired_lease(
     assert await db.fetchval(active, expert["id"]) == 1
     status = "SELECT status FROM assignments WHERE id = $1::uuid"
     assert await db.fetchval(status, first["assignmentId"]) == "expired"
+
+
+async def test_the_claim_takes_over_an_expired_lease_in_priority_order(
+    unswept_api: Api, db: asyncpg.Connection, clock: DbClock
+) -> None:
+    """With no sweep in between, the claim itself takes over another expert's expired lease
+    when that task ranks first, though open work of the skill waits; and open work that ranks
+    first still goes before an expired lease. (The claim asks first whether any lease in the
+    expert's skills ran out, and plans the takeover only then.)"""
+    api = unswept_api
+    customer = await api.create_customer()
+    await api.create_project(
+        customer["token"], tasks_of("grading", 1), priorityClass="HIGH", leaseSeconds=60
+    )
+    holder = await api.create_expert(["grading"], "holder")
+    held = await api.claim(holder["token"])
+    assert held is not None
+    await api.create_project(customer["token"], tasks_of("grading", 1), priorityClass="LOW")
+    await clock.advance(61)
+    taker = await api.claim((await api.create_expert(["grading"], "taker"))["token"])
+    assert taker is not None and taker["task"]["id"] == held["task"]["id"]
+    status = "SELECT status FROM assignments WHERE id = $1::uuid"
+    assert await db.fetchval(status, held["assignmentId"]) == "expired"
+
+    await api.create_project(
+        customer["token"], tasks_of("triage", 1), priorityClass="LOW", leaseSeconds=60
+    )
+    low = await api.claim((await api.create_expert(["triage"], "low holder"))["token"])
+    assert low is not None
+    await clock.advance(61)
+    high = await api.create_project(customer["token"], tasks_of("triage", 1), priorityClass="HIGH")
+    first = await api.claim((await api.create_expert(["triage"], "first"))["token"])
+    assert first is not None and first["task"]["projectId"] == high["project"]["id"]
+    then = await api.claim((await api.create_expert(["triage"], "then"))["token"])
+    assert then is not None and then["task"]["id"] == low["task"]["id"]

@@ -79,11 +79,11 @@ async def _world(db: asyncpg.Connection) -> tuple[Any, Any, Any]:
     return expert, rare_task, project
 
 
-async def _explain(db: asyncpg.Connection, *args: Any) -> dict[str, Any]:
+async def _explain(db: asyncpg.Connection, statement: str, *args: Any) -> dict[str, Any]:
     tr = db.transaction()
     await tr.start()
     try:
-        raw = await db.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q["task_claim"], *args)
+        raw = await db.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q[statement], *args)
     finally:
         await tr.rollback()
     return (json.loads(raw) if isinstance(raw, str) else raw)[0]
@@ -117,12 +117,20 @@ async def test_claim_for_a_rare_skill_probes_indexes_with_500k_other_open_tasks(
     expert, rare_task, project = await _world(db)
     assert await db.fetchval("SELECT count(*) FROM tasks WHERE status = 'open'") == OTHER_TASKS + 1
 
-    _check_probes(await _explain(db, expert, None, None))  # unscoped, scarcity first
-    _check_probes(await _explain(db, expert, ["rare"], None))  # named skill
+    # The whole claim, and its open-work half (an unscoped claim with no lease to take over).
+    for statement, scope in (("task_claim", (None,)), ("task_claim_open", ())):
+        _check_probes(await _explain(db, statement, expert, None, *scope))  # scarcity first
+        _check_probes(await _explain(db, statement, expert, ["rare"], *scope))  # named skill
     # The generic plan (what a prepared statement settles on) probes the same way.
     await db.execute("SET plan_cache_mode = force_generic_plan")
-    _check_probes(await _explain(db, expert, None, None))
-    scoped = await _explain(db, expert, None, project)
+    _check_probes(await _explain(db, "task_claim", expert, None, None))
+    _check_probes(await _explain(db, "task_claim_open", expert, None))
+    # Asking whether a lease ran out probes the claimed index per skill, however many are open.
+    paths = (await _explain(db, "claim_paths", expert, None, None))["Plan"]
+    scans = [n for n in nodes(paths) if n.get("Relation Name") == "tasks"]
+    assert {n.get("Index Name") for n in scans} == {"tasks_claimed_lease"}, scans
+    assert paths["Shared Hit Blocks"] + paths["Shared Read Blocks"] < 50
+    scoped = await _explain(db, "task_claim", expert, None, project)
     used = {n.get("Index Name") for n in nodes(scoped["Plan"]) if n.get("Relation Name") == "tasks"}
     assert "tasks_open_project" in used, used
     await db.execute("RESET plan_cache_mode")

@@ -37,7 +37,7 @@ DECLARE
     v_row record;
     v_claim record;
     v_released jsonb := '[]';
-    v_gold boolean;
+    v_paths record;
 BEGIN
     released := v_released;
     IF p_project IS NOT NULL THEN
@@ -83,12 +83,16 @@ BEGIN
             END LOOP;
         END IF;
         released := v_released;
-        {{ gold_possible(p_expert, p_skills, p_project) }} INTO v_gold;
-        IF v_gold THEN
+        {{ claim_paths(p_expert, p_skills, p_project) }} INTO v_paths;
+        IF v_paths.gold THEN
             {{ gold_claim(p_expert, p_skills, p_project, p_gold_draw) }} INTO v_claim;
         END IF;
-        IF NOT v_gold OR NOT FOUND THEN
-            {{ task_claim(p_expert, p_skills, p_project) }} INTO v_claim;
+        IF NOT v_paths.gold OR NOT FOUND THEN
+            IF v_paths.takeover THEN
+                {{ task_claim(p_expert, p_skills, p_project) }} INTO v_claim;
+            ELSE
+                {{ task_claim_open(p_expert, p_skills) }} INTO v_claim;
+            END IF;
         END IF;
         outcome := CASE WHEN FOUND THEN 'claimed' ELSE 'none' END;
         -- Nothing free, but work held for a moment by others: the caller asks again shortly

@@ -30,73 +30,38 @@ JOIN items i ON i.id = a.item_id
 JOIN projects p ON p.id = a.project_id
 WHERE a.expert_id = $1 AND a.status = 'active';
 
--- name: task_claim
--- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds),
--- $3 project_id to restrict to (NULL: any project).
--- For each skill the expert may claim in (eligible_skills), probe the partial indexes (open
--- tasks; claimed tasks whose lease expired and may be retried) for the best row the expert
--- may take (task_eligible), skipping rows other claims hold (SKIP LOCKED), then take the
--- best across skills. Without named skills a scarce skill comes first (skill_scarcity.scarce,
--- kept by the routing job: few other active holders per second of its backlog), so experts
--- holding a rare skill with backlog take it before common work others can do; between two
--- scarce skills, the one whose backlog takes its holders longest (seconds of backlog per
--- active holder: the skill that would drain last); then eff_priority, then FIFO. Unmeasured
--- skills are not scarce.
--- The open-task probe has two branches with constant guards on $3 (only one runs): the
--- skill index for unscoped claims, the project index for scoped ones.
--- Status values are literals so the planner can match the partial indexes.
--- Runs inside taskroute_claim (functions/claims.sql); EXPLAIN tests run it alone.
-WITH my_skills AS (
-    SELECT s.*, coalesce(sc.scarce, false) AS scarce,
-           sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
-    FROM ({{ eligible_skills($1, $2) }}) s
-    LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
-),
-candidate AS (
-    SELECT s.scarce, s.drain_seconds, c.*
-    FROM my_skills s
-    CROSS JOIN LATERAL (
-        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
-        FROM tasks t
-        WHERE $3::uuid IS NULL AND t.status = 'open' AND t.skill = s.skill
-          AND {{ task_eligible(t, s, $1) }}
-        ORDER BY t.eff_priority DESC, t.seq
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) c
-    UNION ALL
-    SELECT s.scarce, s.drain_seconds, c.*
-    FROM my_skills s
-    CROSS JOIN LATERAL (
-        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
-        FROM tasks t
-        WHERE $3::uuid IS NOT NULL AND t.project_id = $3::uuid
-          AND t.status = 'open' AND t.skill = s.skill
-          AND {{ task_eligible(t, s, $1) }}
-        ORDER BY t.eff_priority DESC, t.seq
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    ) c
-    UNION ALL
-    SELECT s.scarce, s.drain_seconds, c.*
-    FROM my_skills s
-    CROSS JOIN LATERAL (
-        -- the task's lease (a lower bound) passed, and the lease itself, its assignment's
-        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
-        FROM tasks t
-        JOIN assignments pa ON pa.id = t.assignment_id
-        WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < taskroute_now()
-          AND pa.lease_until < taskroute_now()
-          AND t.attempts < t.max_retries AND {{ task_in_scope(t, $3) }}
-          AND {{ task_eligible(t, s, $1) }}
-          -- a flagged item's slot is canceled by the sweeper, never taken over
-          AND NOT EXISTS (SELECT 1 FROM items fi
-                          WHERE fi.id = t.item_id AND fi.flagged_at IS NOT NULL)
-        ORDER BY t.lease_until
-        LIMIT 1
-        FOR UPDATE OF t, pa SKIP LOCKED
-    ) c
-),
+-- fragment: claim_skills
+-- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds). The `my_skills`
+-- rows of task_claim and task_claim_open: eligible_skills with what orders them (below).
+SELECT s.*, coalesce(sc.scarce, false) AS scarce,
+       sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
+FROM ({{ eligible_skills($1, $2) }}) s
+LEFT JOIN skill_scarcity sc ON sc.skill = s.skill
+
+-- fragment: claim_open_any
+-- $1 expert_id, $2 project scope or NULL (a guard: this branch probes only unscoped claims).
+-- Per skill of my_skills, the best open task of the skill index the expert may take.
+SELECT s.scarce, s.drain_seconds, c.*
+FROM my_skills s
+CROSS JOIN LATERAL (
+    SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+    FROM tasks t
+    WHERE $2::uuid IS NULL AND t.status = 'open' AND t.skill = s.skill
+      AND {{ task_eligible(t, s, $1) }}
+    ORDER BY t.eff_priority DESC, t.seq
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) c
+
+-- fragment: claim_take
+-- $1 expert_id, $2 skills (NULL: every skill the expert holds). The CTEs after `candidate`:
+-- the best candidate across skills is claimed (a fresh assignment id and lease), an expired
+-- lease it took over is marked expired, and the assignment inserted. Without named skills a
+-- scarce skill comes first (skill_scarcity.scarce, kept by the routing job: few other active
+-- holders per second of its backlog), so experts holding a rare skill with backlog take it
+-- before common work others can do; between two scarce skills, the one whose backlog takes its
+-- holders longest (seconds of backlog per active holder: the skill that would drain last);
+-- then eff_priority, then FIFO. Unmeasured skills are not scarce.
 best AS (
     SELECT * FROM candidate
     -- An expert holding two scarce skills serves the one that would drain last: priority
@@ -133,7 +98,84 @@ inserted AS (
 )
 SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.priority,
        c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes
-FROM claimed c JOIN items i ON i.id = c.item_id;
+FROM claimed c JOIN items i ON i.id = c.item_id
+
+-- name: task_claim
+-- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds),
+-- $3 project_id to restrict to (NULL: any project).
+-- For each skill the expert may claim in (eligible_skills), probe the partial indexes (open
+-- tasks; claimed tasks whose lease expired and may be retried) for the best row the expert
+-- may take (task_eligible), skipping rows other claims hold (SKIP LOCKED), then take the
+-- best across skills (claim_take).
+-- The open-task probe has two branches with constant guards on $3 (only one runs): the
+-- skill index for unscoped claims, the project index for scoped ones.
+-- Status values are literals so the planner can match the partial indexes.
+-- Runs inside taskroute_claim (functions/claims.sql) when the claim is scoped or an expired
+-- lease may be taken over (claim_paths), else task_claim_open does; EXPLAIN tests run it alone.
+WITH my_skills AS ({{ claim_skills($1, $2) }}),
+candidate AS (
+    {{ claim_open_any($1, $3) }}
+    UNION ALL
+    SELECT s.scarce, s.drain_seconds, c.*
+    FROM my_skills s
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+        FROM tasks t
+        WHERE $3::uuid IS NOT NULL AND t.project_id = $3::uuid
+          AND t.status = 'open' AND t.skill = s.skill
+          AND {{ task_eligible(t, s, $1) }}
+        ORDER BY t.eff_priority DESC, t.seq
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) c
+    UNION ALL
+    SELECT s.scarce, s.drain_seconds, c.*
+    FROM my_skills s
+    CROSS JOIN LATERAL (
+        -- the task's lease (a lower bound) passed, and the lease itself, its assignment's
+        SELECT t.id, t.eff_priority, t.seq, t.assignment_id AS prev_assignment
+        FROM tasks t
+        JOIN assignments pa ON pa.id = t.assignment_id
+        WHERE t.status = 'claimed' AND t.skill = s.skill AND t.lease_until < taskroute_now()
+          AND pa.lease_until < taskroute_now()
+          AND t.attempts < t.max_retries AND {{ task_in_scope(t, $3) }}
+          AND {{ task_eligible(t, s, $1) }}
+          -- a flagged item's slot is canceled by the sweeper, never taken over
+          AND NOT EXISTS (SELECT 1 FROM items fi
+                          WHERE fi.id = t.item_id AND fi.flagged_at IS NOT NULL)
+        ORDER BY t.lease_until
+        LIMIT 1
+        FOR UPDATE OF t, pa SKIP LOCKED
+    ) c
+),
+{{ claim_take($1, $2) }};
+
+-- name: task_claim_open
+-- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds).
+-- task_claim for an unscoped claim with no expired lease to take over (claim_paths): its
+-- first branch alone, the same rows in the same order. Executor start-up of task_claim's
+-- plan, three branches deep, was the largest single cost of a claim (bench/RESULTS.md).
+WITH my_skills AS ({{ claim_skills($1, $2) }}),
+candidate AS ({{ claim_open_any($1, NULL) }}),
+{{ claim_take($1, $2) }};
+
+-- name: claim_paths
+-- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any). Which statements the
+-- claim needs, asked in one: `gold`, whether gold_claim could serve anything
+-- (gold_possible); `takeover`, whether it needs task_claim rather than task_claim_open: a
+-- scoped claim, or a claimed task of a skill the expert may claim in whose task lease (a
+-- lower bound of its assignment's) passed. One index probe per skill (tasks_claimed_lease).
+SELECT {{ gold_possible($1, $2, $3) }} AS gold,
+       ($3::uuid IS NOT NULL OR EXISTS (
+           SELECT 1
+           FROM ({{ eligible_skills($1, $2) }}) s
+           CROSS JOIN LATERAL (
+               SELECT 1 FROM tasks t
+               WHERE t.status = 'claimed' AND t.skill = s.skill
+                 AND t.lease_until < taskroute_now()
+               LIMIT 1
+           ) e
+       )) AS takeover;
 
 -- name: leases_release_expired
 -- $1 max rows, $2 expert_id (NULL: everyone's). The sweeper's: rows another transaction holds

@@ -89,14 +89,14 @@ SELECT k.assignment_id, k.lease_until, k.task_id, k.project_id, k.skill, k.prior
        k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes
 FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id;
 
--- name: gold_possible
+-- fragment: gold_possible
 -- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 project to restrict
 -- to (NULL: any). Whether gold_claim could serve anything at all: an unretired gold item of
 -- a skill the expert may claim in (of that project, when scoped). One gold_pool_serve probe
 -- per skill. The claim runs gold_claim only then: its writing CTEs fire their tables'
 -- statement triggers even when they write nothing (a third of an empty claim's work, where
--- no project has gold).
-SELECT EXISTS (
+-- no project has gold). Asked in claim_paths (queries/claims.sql).
+EXISTS (
     SELECT 1
     FROM ({{ eligible_skills($1, $2) }}) s
     WHERE EXISTS (
@@ -104,7 +104,7 @@ SELECT EXISTS (
         WHERE g.skill = s.skill AND g.retired_at IS NULL
           AND ($3::uuid IS NULL OR g.project_id = $3::uuid)
     )
-) AS possible;
+)
 
 -- name: quality_submit_context
 -- $1 task_id. What scoring and resolution need about a just-submitted task.
