@@ -1853,8 +1853,8 @@ CREATE TABLE assignments (
     too_fast boolean DEFAULT false NOT NULL,
     candidates_swapped boolean DEFAULT (random() < (0.5)::double precision),
     instructions_version integer,
-    CONSTRAINT assignments_review_status_check CHECK ((review_status = ANY (ARRAY['submitted'::text, 'accepted'::text, 'rejected'::text]))),
-    CONSTRAINT assignments_status_check CHECK ((status = ANY (ARRAY['active'::text, 'submitted'::text, 'expired'::text, 'released'::text])))
+    CONSTRAINT assignments_review_status_check CHECK ((review_status = ANY ('{submitted,accepted,rejected}'::text[]))),
+    CONSTRAINT assignments_status_check CHECK ((status = ANY ('{active,submitted,expired,released}'::text[])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0.0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0.0', autovacuum_analyze_threshold='5000');
 
@@ -1953,7 +1953,7 @@ CREATE TABLE expert_skills (
     pause_correct_from integer DEFAULT 0 NOT NULL,
     starting_quality real NOT NULL,
     granted_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
-    CONSTRAINT expert_skills_status_check CHECK ((status = ANY (ARRAY['active'::text, 'paused'::text])))
+    CONSTRAINT expert_skills_status_check CHECK ((status = ANY ('{active,paused}'::text[])))
 );
 
 CREATE TABLE experts (
@@ -1963,7 +1963,7 @@ CREATE TABLE experts (
     capabilities text[] DEFAULT '{}'::text[] NOT NULL,
     last_seen_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
-    CONSTRAINT experts_status_check CHECK ((status = ANY (ARRAY['active'::text, 'disabled'::text])))
+    CONSTRAINT experts_status_check CHECK ((status = ANY ('{active,disabled}'::text[])))
 )
 WITH (fillfactor='70');
 
@@ -2036,7 +2036,7 @@ CREATE TABLE item_results (
     version integer DEFAULT 0 NOT NULL,
     updated_at timestamp with time zone DEFAULT taskroute_now() NOT NULL,
     confidence real,
-    CONSTRAINT item_results_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'adjudicating'::text, 'resolved'::text])))
+    CONSTRAINT item_results_status_check CHECK ((status = ANY ('{pending,adjudicating,resolved}'::text[])))
 );
 
 CREATE TABLE items (
@@ -2070,7 +2070,7 @@ CREATE TABLE payouts (
     CONSTRAINT payouts_bonus_key CHECK (((kind = 'bonus'::text) = (idempotency_key IS NOT NULL))),
     CONSTRAINT payouts_check CHECK (((kind = 'payment'::text) = (assignment_id IS NOT NULL))),
     CONSTRAINT payouts_check1 CHECK (((kind = 'reversal'::text) = (reverses_id IS NOT NULL))),
-    CONSTRAINT payouts_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'reversal'::text, 'bonus'::text])))
+    CONSTRAINT payouts_kind_check CHECK ((kind = ANY ('{payment,reversal,bonus}'::text[])))
 );
 
 ALTER TABLE payouts ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
@@ -2255,7 +2255,7 @@ CREATE TABLE result_changes (
     method text,
     confidence real,
     answers jsonb,
-    CONSTRAINT result_changes_change_check CHECK ((change = ANY (ARRAY['resolved'::text, 're-resolved'::text, 'retracted'::text])))
+    CONSTRAINT result_changes_change_check CHECK ((change = ANY ('{resolved,re-resolved,retracted}'::text[])))
 );
 
 ALTER TABLE result_changes ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
@@ -2332,8 +2332,8 @@ CREATE TABLE tasks (
     kind text DEFAULT 'normal'::text NOT NULL,
     required_caps text[] DEFAULT '{}'::text[] NOT NULL,
     finished_at timestamp with time zone,
-    CONSTRAINT tasks_kind_check CHECK ((kind = ANY (ARRAY['normal'::text, 'gold'::text, 'adjudication'::text, 'review'::text]))),
-    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'open'::text, 'claimed'::text, 'done'::text, 'failed'::text, 'canceled'::text])))
+    CONSTRAINT tasks_kind_check CHECK ((kind = ANY ('{normal,gold,adjudication,review}'::text[]))),
+    CONSTRAINT tasks_status_check CHECK ((status = ANY ('{pending,open,claimed,done,failed,canceled}'::text[])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0.0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0.0', autovacuum_analyze_threshold='5000');
 
@@ -2756,7 +2756,7 @@ CREATE TRIGGER tasks_count_insert AFTER INSERT ON tasks REFERENCING NEW TABLE AS
 
 CREATE TRIGGER tasks_count_update AFTER UPDATE ON tasks REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION taskroute_task_counts_delta();
 
-CREATE TRIGGER tasks_finished BEFORE UPDATE OF status ON tasks FOR EACH ROW WHEN (((new.status = ANY (ARRAY['done'::text, 'failed'::text, 'canceled'::text])) AND (old.status <> ALL (ARRAY['done'::text, 'failed'::text, 'canceled'::text])) AND (NOT (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION taskroute_task_finished();
+CREATE TRIGGER tasks_finished BEFORE UPDATE OF status ON tasks FOR EACH ROW WHEN (((new.status = ANY ('{done,failed,canceled}'::text[])) AND (old.status <> ALL ('{done,failed,canceled}'::text[])) AND (NOT (new.finished_at IS DISTINCT FROM old.finished_at)))) EXECUTE FUNCTION taskroute_task_finished();
 
 ALTER TABLE ONLY assignments
     ADD CONSTRAINT assignments_expert_id_fkey FOREIGN KEY (expert_id) REFERENCES experts(id);

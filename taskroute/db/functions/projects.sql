@@ -75,7 +75,9 @@ $fn$;
 
 CREATE OR REPLACE TRIGGER tasks_finished BEFORE UPDATE OF status ON tasks
     FOR EACH ROW
-    WHEN (NEW.status IN ('done', 'failed', 'canceled')
-          AND OLD.status NOT IN ('done', 'failed', 'canceled')
+    -- array constants, not IN lists: the condition is read back from its stored node text by
+    -- every statement that changes a task's status (migrations/0011 says why that matters)
+    WHEN (NEW.status = ANY ('{done,failed,canceled}'::text[])
+          AND OLD.status <> ALL ('{done,failed,canceled}'::text[])
           AND NEW.finished_at IS NOT DISTINCT FROM OLD.finished_at)
     EXECUTE FUNCTION taskroute_task_finished();
