@@ -987,7 +987,7 @@ WHERE a.id = p_assignment INTO v_found;
         RETURN;
     END IF;
     project_id := v_found.project_id;
-    SELECT status, assignment_id, lease_until FROM tasks WHERE id = v_found.task_id FOR UPDATE INTO v_task;
+    SELECT status, assignment_id, lease_until, kind FROM tasks WHERE id = v_found.task_id FOR UPDATE INTO v_task;
     SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = p_assignment FOR UPDATE INTO v_current;
     IF v_current.status = 'submitted' THEN
         outcome := 'submitted';
@@ -1544,7 +1544,7 @@ WHERE a.id = p_assignment INTO v_found;
 FROM projects WHERE id = v_found.project_id INTO v_pay;
     pay_status := v_pay.pay_status;
     -- Task first, then assignment: the same lock order as the claim and the sweeper.
-    SELECT status, assignment_id, lease_until FROM tasks WHERE id = v_found.task_id FOR UPDATE INTO v_task;
+    SELECT status, assignment_id, lease_until, kind FROM tasks WHERE id = v_found.task_id FOR UPDATE INTO v_task;
     SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = p_assignment FOR UPDATE INTO v_current;
     -- A repeated submit (or a racing one that got here first): the first receipt.
     IF v_current.status = 'submitted' THEN
@@ -1563,9 +1563,11 @@ FROM projects WHERE id = v_found.project_id INTO v_pay;
         RETURN;
     END IF;
     -- A review task: the reviewer is paid per review and the verdict decides the reviewed
-    -- answer (functions/reviews.sql).
-    SELECT * INTO v_review FROM taskroute_review_submit(p_assignment, p_expert, p_answer);
-    IF FOUND THEN
+    -- answer (functions/reviews.sql). Asked only of one: a call per submit for nothing.
+    IF v_task.kind = 'review' THEN
+        SELECT * INTO v_review FROM taskroute_review_submit(p_assignment, p_expert, p_answer);
+    END IF;
+    IF v_task.kind = 'review' AND FOUND THEN
         PERFORM taskroute_project_settle(v_found.project_id, true);
         outcome := 'stored';
         receipt_id := v_review.receipt_id;

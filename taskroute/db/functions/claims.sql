@@ -227,9 +227,11 @@ BEGIN
         RETURN;
     END IF;
     -- A review task: the reviewer is paid per review and the verdict decides the reviewed
-    -- answer (functions/reviews.sql).
-    SELECT * INTO v_review FROM taskroute_review_submit(p_assignment, p_expert, p_answer);
-    IF FOUND THEN
+    -- answer (functions/reviews.sql). Asked only of one: a call per submit for nothing.
+    IF v_task.kind = 'review' THEN
+        SELECT * INTO v_review FROM taskroute_review_submit(p_assignment, p_expert, p_answer);
+    END IF;
+    IF v_task.kind = 'review' AND FOUND THEN
         PERFORM taskroute_project_settle(v_found.project_id, true);
         outcome := 'stored';
         receipt_id := v_review.receipt_id;

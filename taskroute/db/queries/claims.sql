@@ -344,8 +344,8 @@ RETURNING a.id, a.lease_until, e.skill,
     {{ has_higher_priority_work($2, e.base) }} AS has_high_priority_tasks;
 
 -- name: task_lock
--- $1 task_id. Serialises submits and claims of one task.
-SELECT status, assignment_id, lease_until FROM tasks WHERE id = $1 FOR UPDATE;
+-- $1 task_id. Serialises submits and claims of one task; `kind` tells a review task.
+SELECT status, assignment_id, lease_until, kind FROM tasks WHERE id = $1 FOR UPDATE;
 
 -- name: assignment_lock
 -- $1 assignment_id.
