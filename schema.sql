@@ -553,10 +553,8 @@ VALUES (p_expert, v_claim.customer_id, v_claim.project_id, v_claim.task_id, 'cla
         payload := v_claim.payload;
         payload_key := v_claim.payload_key;
         payload_bytes := v_claim.payload_bytes;
-        -- the pairwise layout's order, drawn as the assignment was inserted (queries/layouts.sql)
-        SELECT candidates_swapped FROM assignments WHERE id = v_claim.assignment_id INTO candidates_swapped;
-        -- the version this claim records (functions/instructions.sql), for its text's cache
-        SELECT instructions_version FROM assignments WHERE id = v_claim.assignment_id INTO instructions_version;
+        -- the pairwise layout's order and the instructions' version, as the insert set them
+        SELECT candidates_swapped, instructions_version FROM assignments WHERE id = v_claim.assignment_id INTO candidates_swapped, instructions_version;
     END IF;
     RETURN NEXT;
 END

@@ -114,10 +114,8 @@ BEGIN
         payload := v_claim.payload;
         payload_key := v_claim.payload_key;
         payload_bytes := v_claim.payload_bytes;
-        -- the pairwise layout's order, drawn as the assignment was inserted (queries/layouts.sql)
-        {{ assignment_candidates_swapped(v_claim.assignment_id) }} INTO candidates_swapped;
-        -- the version this claim records (functions/instructions.sql), for its text's cache
-        {{ assignment_instructions_version(v_claim.assignment_id) }} INTO instructions_version;
+        -- the pairwise layout's order and the instructions' version, as the insert set them
+        {{ assignment_handed_out(v_claim.assignment_id) }} INTO candidates_swapped, instructions_version;
     END IF;
     RETURN NEXT;
 END

@@ -159,6 +159,16 @@ WITH my_skills AS ({{ claim_skills($1, $2) }}),
 candidate AS ({{ claim_open_any($1, NULL) }}),
 {{ claim_take($1, $2) }};
 
+-- name: assignment_handed_out
+-- $1 assignment_id. What the claim's insert set by default and by trigger, for the claim's
+-- answer: `candidates_swapped`, whether the PAIRWISE layout shows candidate b on the left to
+-- this expert (drawn by the column's default; meaningful only for pairwise projects), and
+-- `instructions_version`, the project's instructions the claim was given under (set by a
+-- trigger, functions/instructions.sql; for the text's cache). By primary key, inside
+-- taskroute_claim: the claim's own insert is visible to this statement, not to the statement
+-- that called the function.
+SELECT candidates_swapped, instructions_version FROM assignments WHERE id = $1;
+
 -- name: claim_paths
 -- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any). Which statements the
 -- claim needs, asked in one: `gold`, whether gold_claim could serve anything

@@ -5,10 +5,6 @@
 -- $1 project_id. The current version (NULL: none yet).
 SELECT instructions_version FROM projects WHERE id = $1;
 
--- name: assignment_instructions_version
--- $1 assignment_id. The version an assignment was given under (set at insert by a trigger).
-SELECT instructions_version FROM assignments WHERE id = $1;
-
 -- name: instructions_set
 -- $1 project_id, $2 markdown, $3 allow_remote_images. A new version, one more than the
 -- current, under the project's row lock (two racing writers get consecutive versions).
