@@ -121,7 +121,7 @@ def main(args: argparse.Namespace) -> None:
     cluster.start()
     try:
         db = asyncio.run(build_world(cluster, args))
-        cluster._run([str(cluster.bin / "pg_ctl"), "-D", str(cluster.data), "-w", "stop"])
+        cluster.stop()
         copies = []
         for tag in ("base", "more"):
             copy = cluster.dir / tag

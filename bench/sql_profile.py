@@ -91,6 +91,10 @@ class PrivateCluster:
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts,
                    "-l", str(self.dir / "log"), "-w", "-t", "60", "start"])  # fmt: skip
 
+    def stop(self) -> None:
+        """Stops the server and keeps the data folder (destroy removes both)."""
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "stop"])
+
     def destroy(self) -> None:
         try:
             if (self.data / "postmaster.pid").exists():

@@ -225,20 +225,20 @@ BEGIN
         RETURN;
     END IF;
     -- A review task: the reviewer is paid per review and the verdict decides the reviewed
-    -- answer (functions/reviews.sql). Asked only of one: a call per submit for nothing.
+    -- answer (functions/reviews.sql). Only a review task asks (task_lock reads the kind).
     IF v_task.kind = 'review' THEN
         SELECT * INTO v_review FROM taskroute_review_submit(p_assignment, p_expert, p_answer);
-    END IF;
-    IF v_task.kind = 'review' AND FOUND THEN
-        PERFORM taskroute_project_settle(v_found.project_id, true);
-        outcome := 'stored';
-        receipt_id := v_review.receipt_id;
-        submitted_at := v_review.submitted_at;
-        pay_cents := v_review.pay_cents;
-        opened := v_review.opened;
-        pay_status := 'paid';
-        RETURN NEXT;
-        RETURN;
+        IF FOUND THEN
+            PERFORM taskroute_project_settle(v_found.project_id, true);
+            outcome := 'stored';
+            receipt_id := v_review.receipt_id;
+            submitted_at := v_review.submitted_at;
+            pay_cents := v_review.pay_cents;
+            opened := v_review.opened;
+            pay_status := 'paid';
+            RETURN NEXT;
+            RETURN;
+        END IF;
     END IF;
     v_fast := v_found.min_seconds_per_task IS NOT NULL AND taskroute_now()
               < v_current.claimed_at + make_interval(secs => v_found.min_seconds_per_task);
