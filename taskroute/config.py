@@ -232,6 +232,12 @@ class Settings:
         "TASKROUTE_WAKE_MAX_ANNOUNCEMENTS",
         "how many times in all a task's wake-up is announced (the first time included)",
     )
+    wake_take_timeout: float = setting(
+        2.0,
+        "TASKROUTE_WAKE_TAKE_TIMEOUT",
+        "seconds a process waits for Postgres to share out a wake-up; past it it wakes its own"
+        " idle subscribers (a duplicate wake-up, never a lost one)",
+    )
     log_format: str = setting(
         "",
         "TASKROUTE_LOG_FORMAT",

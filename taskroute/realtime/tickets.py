@@ -49,10 +49,6 @@ from .channels import reannounce_payload, skill_channel
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-# A take normally answers within milliseconds. A database that has gone silent (a cut network
-# leaves pooled connections hanging until TCP gives up) must not hold wake-ups longer than this:
-# past it the process wakes locally, and the statement is left to finish or fail on its own.
-TAKE_TIMEOUT = 2.0
 
 # A ticket whose units were not all asked for (this process had fewer idle subscribers than
 # tasks) is asked for again when a denied take freed some of them, at most this many times.
@@ -81,12 +77,12 @@ class Waiters(Protocol):
     def deliver(self, waiter: Any, skill: str, project_id: str, delivery: int | None) -> None: ...
 
 
-async def _bounded(work: Coroutine[Any, Any, _T]) -> _T:
-    """`work`, or TimeoutError after TAKE_TIMEOUT while it goes on in the background (its
+async def _bounded(work: Coroutine[Any, Any, _T], timeout: float) -> _T:
+    """`work`, or TimeoutError after `timeout` seconds while it goes on in the background (its
     cleanup, on a hung connection, could hang as long as the statement did)."""
     task = asyncio.ensure_future(work)
     try:
-        return await asyncio.wait_for(asyncio.shield(task), TAKE_TIMEOUT)
+        return await asyncio.wait_for(asyncio.shield(task), timeout)
     except TimeoutError:
         task.add_done_callback(_forget)
         raise
@@ -104,8 +100,14 @@ class WakeTickets:
         ack_seconds: float = 10.0,
         max_announcements: int = 3,
         ticket_keep: float = 60.0,
+        take_timeout: float = 2.0,
     ) -> None:
         self.db = db
+        # A take normally answers within milliseconds. A database that has gone silent (a cut
+        # network leaves pooled connections hanging until TCP gives up) must not hold wake-ups
+        # longer than this: past it the process wakes locally, and the statement is left to
+        # finish or fail on its own.
+        self.take_timeout = take_timeout
         self.ack_seconds = ack_seconds
         self.max_announcements = max_announcements
         self.ticket_keep = ticket_keep
@@ -187,7 +189,7 @@ class WakeTickets:
         rows: list[asyncpg.Record] | None = []
         try:
             if plan:
-                rows = await _bounded(self._take(plan))
+                rows = await _bounded(self._take(plan), self.take_timeout)
         except Exception as exc:
             log.warning("could not take wake tickets (%r); waking locally", exc)
             rows = None
@@ -227,7 +229,9 @@ class WakeTickets:
                         self._event.set()
         if returns:
             try:
-                await _bounded(self._announce_again(Q["wake_hand_back"], returns))
+                await _bounded(
+                    self._announce_again(Q["wake_hand_back"], returns), self.take_timeout
+                )
             except Exception as exc:  # the rows stay: the reaper announces them later
                 log.warning("could not hand back %d wake-ups (%r)", len(returns), exc)
 

@@ -268,6 +268,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 # a duplicate wake-up (the local fallback), not a lost one
                 ack_seconds=settings.wake_ack_seconds,
                 max_announcements=settings.wake_max_announcements,
+                take_timeout=settings.wake_take_timeout,
             )
         hub = Hub(listener, services.db, tickets=tickets)
         await hub.start()
