@@ -107,15 +107,6 @@ CREATE FUNCTION taskroute_answer_key(p_answer jsonb, p_field text) RETURNS jsonb
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE WHEN (p_field IS NULL) THEN p_answer WHEN (jsonb_typeof(p_answer) = 'object'::text) THEN (p_answer -> p_field) ELSE NULL::jsonb END;
 
-CREATE FUNCTION taskroute_assignment_instructions() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    SELECT instructions_version FROM projects WHERE id = NEW.project_id INTO NEW.instructions_version;
-    RETURN NEW;
-END
-$$;
-
 CREATE FUNCTION taskroute_claim(p_expert uuid, p_skills text[], p_project uuid, p_gold_draw double precision) RETURNS TABLE(outcome text, assignment_id uuid, lease_until timestamp with time zone, task_id uuid, project_id uuid, skill text, priority integer, item_id uuid, customer_id uuid, payload jsonb, payload_key text, payload_bytes integer, released jsonb, candidates_swapped boolean, instructions_version integer)
     LANGUAGE plpgsql ROWS 1
     AS $$
@@ -157,7 +148,8 @@ WHERE NOT EXISTS (SELECT 1 FROM expert_skills es WHERE es.expert_id = p_expert A
     END IF;
     SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
        t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id,
-       a.lease_until > taskroute_now() AS lease_live
+       a.lease_until > taskroute_now() AS lease_live, a.candidates_swapped,
+       a.instructions_version
 FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
 JOIN items i ON i.id = a.item_id
@@ -299,8 +291,12 @@ task AS (
     RETURNING id AS task_id, item_id, project_id, skill, priority, assignment_id, lease_until
 ),
 assignment AS (
-    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
-    SELECT assignment_id, task_id, item_id, project_id, p_expert, lease_until FROM task
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until,
+                             instructions_version)
+    SELECT k.assignment_id, k.task_id, k.item_id, k.project_id, p_expert, k.lease_until,
+           p.instructions_version
+    FROM task k JOIN projects p ON p.id = k.project_id
+    RETURNING id, candidates_swapped, instructions_version
 ),
 exposure AS (
     INSERT INTO gold_exposures (expert_id, item_id, assignment_id)
@@ -314,8 +310,10 @@ counted AS (
     WHERE g.item_id = k.item_id AND q.project_id = g.project_id
 )
 SELECT k.assignment_id, k.lease_until, k.task_id, k.project_id, k.skill, k.priority,
-       k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes
-FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id INTO v_claim;
+       k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes,
+       a.candidates_swapped, a.instructions_version
+FROM task k JOIN assignment a ON a.id = k.assignment_id
+JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id INTO v_claim;
         END IF;
         IF NOT v_paths.gold OR NOT FOUND THEN
             IF v_paths.takeover THEN
@@ -425,21 +423,25 @@ claimed AS (
     FROM best c, projects p
     WHERE t.id = c.id AND p.id = t.project_id
     RETURNING t.id AS task_id, t.item_id, t.project_id, t.skill, t.priority,
-              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id
-),
-expire_prev AS (
-    UPDATE assignments a
-    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
-    FROM claimed c
-    WHERE a.id = c.prev_assignment
+              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id,
+              p.instructions_version
 ),
 inserted AS (
-    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
-    SELECT assignment_id, task_id, item_id, project_id, p_expert, lease_until FROM claimed
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until,
+                             instructions_version)
+    SELECT assignment_id, task_id, item_id, project_id, p_expert, lease_until, instructions_version
+    FROM claimed
+    RETURNING id, candidates_swapped, instructions_version
 )
 SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.priority,
-       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes
-FROM claimed c JOIN items i ON i.id = c.item_id INTO v_claim;
+       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes,
+       n.candidates_swapped, n.instructions_version, c.prev_assignment
+FROM claimed c JOIN inserted n ON n.id = c.assignment_id JOIN items i ON i.id = c.item_id INTO v_claim;
+                IF v_claim.prev_assignment IS NOT NULL THEN
+                    UPDATE assignments a
+SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
+WHERE a.id = v_claim.prev_assignment;
+                END IF;
             ELSE
                 WITH my_skills AS (SELECT s.*, coalesce(sc.scarce, false) AS scarce,
        sc.backlog_seconds / greatest(sc.active_experts, 1) AS drain_seconds
@@ -489,21 +491,20 @@ claimed AS (
     FROM best c, projects p
     WHERE t.id = c.id AND p.id = t.project_id
     RETURNING t.id AS task_id, t.item_id, t.project_id, t.skill, t.priority,
-              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id
-),
-expire_prev AS (
-    UPDATE assignments a
-    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
-    FROM claimed c
-    WHERE a.id = c.prev_assignment
+              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id,
+              p.instructions_version
 ),
 inserted AS (
-    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
-    SELECT assignment_id, task_id, item_id, project_id, p_expert, lease_until FROM claimed
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until,
+                             instructions_version)
+    SELECT assignment_id, task_id, item_id, project_id, p_expert, lease_until, instructions_version
+    FROM claimed
+    RETURNING id, candidates_swapped, instructions_version
 )
 SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.priority,
-       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes
-FROM claimed c JOIN items i ON i.id = c.item_id INTO v_claim;
+       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes,
+       n.candidates_swapped, n.instructions_version, c.prev_assignment
+FROM claimed c JOIN inserted n ON n.id = c.assignment_id JOIN items i ON i.id = c.item_id INTO v_claim;
             END IF;
         END IF;
         outcome := CASE WHEN FOUND THEN 'claimed' ELSE 'none' END;
@@ -553,8 +554,8 @@ VALUES (p_expert, v_claim.customer_id, v_claim.project_id, v_claim.task_id, 'cla
         payload := v_claim.payload;
         payload_key := v_claim.payload_key;
         payload_bytes := v_claim.payload_bytes;
-        -- the pairwise layout's order and the instructions' version, as the insert set them
-        SELECT candidates_swapped, instructions_version FROM assignments WHERE id = v_claim.assignment_id INTO candidates_swapped, instructions_version;
+        candidates_swapped := v_claim.candidates_swapped;
+        instructions_version := v_claim.instructions_version;
     END IF;
     RETURN NEXT;
 END
@@ -750,7 +751,10 @@ AND NOT EXISTS (SELECT 1 FROM item_releases r WHERE r.item_id = t.item_id AND r.
     END IF;
     SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
        p.pay_cents AS project_pay_cents, p.status AS project_status,
-       p.min_seconds_per_task, p.too_fast_policy
+       p.min_seconds_per_task, p.too_fast_policy, p.payment_policy,
+       CASE p.payment_policy WHEN 'on_submit' THEN 'paid'
+        WHEN 'on_review' THEN 'pending_review'
+        ELSE 'pending_resolution' END AS pay_status
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = p_assignment INTO v_row;
     outcome := CASE
@@ -976,7 +980,10 @@ BEGIN
     UPDATE experts SET last_seen_at = taskroute_now() WHERE id = p_expert RETURNING status INTO v_status;
     SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
        p.pay_cents AS project_pay_cents, p.status AS project_status,
-       p.min_seconds_per_task, p.too_fast_policy
+       p.min_seconds_per_task, p.too_fast_policy, p.payment_policy,
+       CASE p.payment_policy WHEN 'on_submit' THEN 'paid'
+        WHEN 'on_review' THEN 'pending_review'
+        ELSE 'pending_resolution' END AS pay_status
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = p_assignment INTO v_found;
     IF NOT FOUND OR v_found.expert_id <> p_expert THEN
@@ -985,7 +992,13 @@ WHERE a.id = p_assignment INTO v_found;
         RETURN;
     END IF;
     project_id := v_found.project_id;
-    SELECT status, assignment_id, lease_until, kind FROM tasks WHERE id = v_found.task_id FOR UPDATE INTO v_task;
+    SELECT t.status, t.assignment_id, t.lease_until, t.kind, t.skill, t.item_id, t.project_id,
+       i.gold_answer, q.answer_field
+FROM tasks t
+JOIN items i ON i.id = t.item_id
+JOIN project_quality q ON q.project_id = t.project_id
+WHERE t.id = v_found.task_id
+FOR UPDATE OF t INTO v_task;
     SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = p_assignment FOR UPDATE INTO v_current;
     IF v_current.status = 'submitted' THEN
         outcome := 'submitted';
@@ -1308,8 +1321,8 @@ WHERE a.item_id = p_item AND a.status = 'submitted' AND t.kind IN ('normal', 'ad
     -- On a canceled project an item that can no longer resolve pays its answers.
     SELECT payment_policy, pay_adjudicated_disagreements, status,
        CASE payment_policy WHEN 'on_submit' THEN 'paid'
-                           WHEN 'on_review' THEN 'pending_review'
-                           ELSE 'pending_resolution' END AS pay_status
+        WHEN 'on_review' THEN 'pending_review'
+        ELSE 'pending_resolution' END AS pay_status
 FROM projects WHERE id = st.project_id INTO v_pay;
     IF v_pay.payment_policy = 'on_acceptance' THEN
         IF v_status = 'resolved' THEN
@@ -1514,8 +1527,7 @@ DECLARE
     v_task record;
     v_current record;
     v_stored record;
-    v_ctx record;
-    v_pay record;
+    v_policy text;
     v_correct boolean;
     v_fast boolean;
     v_excluded boolean;
@@ -1526,7 +1538,10 @@ BEGIN
     answer_differs := false;
     SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
        p.pay_cents AS project_pay_cents, p.status AS project_status,
-       p.min_seconds_per_task, p.too_fast_policy
+       p.min_seconds_per_task, p.too_fast_policy, p.payment_policy,
+       CASE p.payment_policy WHEN 'on_submit' THEN 'paid'
+        WHEN 'on_review' THEN 'pending_review'
+        ELSE 'pending_resolution' END AS pay_status
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = p_assignment INTO v_found;
     IF NOT FOUND OR v_found.expert_id <> p_expert THEN
@@ -1535,14 +1550,16 @@ WHERE a.id = p_assignment INTO v_found;
         RETURN;
     END IF;
     project_id := v_found.project_id;
-    SELECT payment_policy, pay_adjudicated_disagreements, status,
-       CASE payment_policy WHEN 'on_submit' THEN 'paid'
-                           WHEN 'on_review' THEN 'pending_review'
-                           ELSE 'pending_resolution' END AS pay_status
-FROM projects WHERE id = v_found.project_id INTO v_pay;
-    pay_status := v_pay.pay_status;
+    v_policy := v_found.payment_policy;
+    pay_status := v_found.pay_status;
     -- Task first, then assignment: the same lock order as the claim and the sweeper.
-    SELECT status, assignment_id, lease_until, kind FROM tasks WHERE id = v_found.task_id FOR UPDATE INTO v_task;
+    SELECT t.status, t.assignment_id, t.lease_until, t.kind, t.skill, t.item_id, t.project_id,
+       i.gold_answer, q.answer_field
+FROM tasks t
+JOIN items i ON i.id = t.item_id
+JOIN project_quality q ON q.project_id = t.project_id
+WHERE t.id = v_found.task_id
+FOR UPDATE OF t INTO v_task;
     SELECT *, lease_until > taskroute_now() AS lease_live FROM assignments WHERE id = p_assignment FOR UPDATE INTO v_current;
     -- A repeated submit (or a racing one that got here first): the first receipt.
     IF v_current.status = 'submitted' THEN
@@ -1581,42 +1598,37 @@ FROM projects WHERE id = v_found.project_id INTO v_pay;
     v_excluded := v_fast AND v_found.too_fast_policy = 'exclude';
     IF v_excluded THEN
         -- left for the customer's review: never paid at submit, never auto-approved
-        v_pay.payment_policy := 'on_review';
+        v_policy := 'on_review';
         pay_status := 'pending_review';
     END IF;
     UPDATE assignments
 SET status = 'submitted', answer = p_answer, submitted_at = taskroute_now(), receipt_id = gen_random_uuid(),
     pay_cents = v_found.project_pay_cents, too_fast = v_fast,
-    review_status = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
-    reviewed_at = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN taskroute_now() END,
-    reviewed_by = CASE WHEN v_pay.payment_policy::text = 'on_submit' THEN 'policy' END
+    review_status = CASE WHEN v_policy::text = 'on_submit' THEN 'accepted' ELSE 'submitted' END,
+    reviewed_at = CASE WHEN v_policy::text = 'on_submit' THEN taskroute_now() END,
+    reviewed_by = CASE WHEN v_policy::text = 'on_submit' THEN 'policy' END
 WHERE id = p_assignment
 RETURNING receipt_id, submitted_at, pay_cents INTO v_stored;
     UPDATE tasks SET status = 'done', lease_until = NULL, finished_at = taskroute_now()
 WHERE id = v_found.task_id AND assignment_id = p_assignment;
     -- Paid at submit only under on_submit; otherwise the acceptance pays (queries/ledger.sql).
-    IF v_pay.payment_policy = 'on_submit' THEN
+    IF v_policy = 'on_submit' THEN
         INSERT INTO payouts (assignment_id, expert_id, project_id, amount_cents)
 VALUES (p_assignment, p_expert, v_found.project_id, v_found.project_pay_cents)
 ON CONFLICT (assignment_id) DO NOTHING;
     END IF;
 
-    SELECT t.kind, t.skill, t.item_id, t.project_id, i.gold_answer, q.answer_field
-FROM tasks t
-JOIN items i ON i.id = t.item_id
-JOIN project_quality q ON q.project_id = t.project_id
-WHERE t.id = v_found.task_id INTO v_ctx;
-    UPDATE expert_skills SET tasks_done = tasks_done + 1 WHERE expert_id = p_expert AND skill = v_ctx.skill;
-    IF v_ctx.kind = 'gold' THEN
-        v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field)
+    UPDATE expert_skills SET tasks_done = tasks_done + 1 WHERE expert_id = p_expert AND skill = v_task.skill;
+    IF v_task.kind = 'gold' THEN
+        v_correct := taskroute_gold_correct(p_answer, v_task.gold_answer, v_task.answer_field)
                      AND NOT v_excluded;
         -- on_acceptance: decided (and paid if correct) when real work would be
         PERFORM taskroute_gold_submitted(p_assignment);
-        opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
+        opened := taskroute_score_gold(p_expert, v_task.skill, v_correct, v_task.project_id);
     ELSE
-        opened := taskroute_resolve_item(v_ctx.item_id, false);
+        opened := taskroute_resolve_item(v_task.item_id, false);
         -- on_review with review by experts: the answer's review task (queries/reviews.sql)
-        IF v_pay.payment_policy = 'on_review' THEN
+        IF v_policy = 'on_review' THEN
             FOR v_row IN WITH t AS (
     INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quality,
                        max_retries, status, kind, required_caps)
@@ -1639,7 +1651,7 @@ SELECT skill, project_id, min_quality FROM t LOOP
             END LOOP;
         END IF;
         -- The last slot done (and no adjudication or refill opened): completed.
-        PERFORM taskroute_project_settle(v_ctx.project_id, true);
+        PERFORM taskroute_project_settle(v_task.project_id, true);
     END IF;
     outcome := 'stored';
     receipt_id := v_stored.receipt_id;
@@ -2717,8 +2729,6 @@ CREATE INDEX webhook_endpoints_customer ON webhook_endpoints USING btree (custom
 CREATE INDEX webhook_events_created ON webhook_events USING btree (created_at);
 
 CREATE TRIGGER assignments_gold_twins AFTER UPDATE OF review_status ON assignments FOR EACH ROW WHEN (((old.review_status = 'submitted'::text) AND (new.review_status <> 'submitted'::text))) EXECUTE FUNCTION assignments_decide_gold_twins();
-
-CREATE TRIGGER assignments_instructions_version BEFORE INSERT ON assignments FOR EACH ROW EXECUTE FUNCTION taskroute_assignment_instructions();
 
 CREATE TRIGGER assignments_pace_insert AFTER INSERT ON assignments REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION taskroute_pace_statement();
 

@@ -130,7 +130,13 @@ def main(args: argparse.Namespace) -> None:
         warm = f"CALL bench_cycles(0, {args.warm});\n\n"
         more = f"CALL bench_cycles({args.warm}, {args.cycles});\n\n"
         base_total, base_fn = inclusive(callgrind_run(cluster, copies[0], db, warm))
-        more_total, more_fn = inclusive(callgrind_run(cluster, copies[1], db, warm + more))
+        more_out = callgrind_run(cluster, copies[1], db, warm + more)
+        more_total, more_fn = inclusive(more_out)
+        if args.keep:
+            # for callgrind_annotate --tree=caller or kcachegrind: who calls what
+            args.keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(copies[0].parent / f"callgrind.{copies[0].name}", args.keep)
+            shutil.copy(more_out, args.keep)
     finally:
         cluster.destroy()
     per_cycle = (more_total - base_total) / args.cycles
@@ -150,6 +156,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--skills", type=int, default=200)
     p.add_argument("--experts", type=int, default=3_000)
     p.add_argument("--history", type=int, default=5_000)
+    p.add_argument("--keep", type=Path, help="copy both callgrind outputs to this folder")
     return p.parse_args()
 
 

@@ -197,7 +197,6 @@ async def test_submit_statements_probe_indexes_on_a_churned_table(
         "assignment_submit": (a, '{"label": 1}', 10, "on_submit", False),
         "task_done": (t, a),
         "payout_insert": (a, e, w["project"], 10),
-        "quality_submit_context": (t,),
         "expert_skill_task_done": (e, w["skill"]),
         "assignment_heartbeat": (a, e),
         "assignment_heartbeat_both": (a, e),

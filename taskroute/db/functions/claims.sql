@@ -90,6 +90,9 @@ BEGIN
         IF NOT v_paths.gold OR NOT FOUND THEN
             IF v_paths.takeover THEN
                 {{ task_claim(p_expert, p_skills, p_project) }} INTO v_claim;
+                IF v_claim.prev_assignment IS NOT NULL THEN
+                    {{ assignment_expire(v_claim.prev_assignment) }};
+                END IF;
             ELSE
                 {{ task_claim_open(p_expert, p_skills) }} INTO v_claim;
             END IF;
@@ -114,8 +117,8 @@ BEGIN
         payload := v_claim.payload;
         payload_key := v_claim.payload_key;
         payload_bytes := v_claim.payload_bytes;
-        -- the pairwise layout's order and the instructions' version, as the insert set them
-        {{ assignment_handed_out(v_claim.assignment_id) }} INTO candidates_swapped, instructions_version;
+        candidates_swapped := v_claim.candidates_swapped;
+        instructions_version := v_claim.instructions_version;
     END IF;
     RETURN NEXT;
 END
@@ -187,8 +190,7 @@ DECLARE
     v_task record;
     v_current record;
     v_stored record;
-    v_ctx record;
-    v_pay record;
+    v_policy text;
     v_correct boolean;
     v_fast boolean;
     v_excluded boolean;
@@ -204,8 +206,8 @@ BEGIN
         RETURN;
     END IF;
     project_id := v_found.project_id;
-    {{ project_payment_policy(v_found.project_id) }} INTO v_pay;
-    pay_status := v_pay.pay_status;
+    v_policy := v_found.payment_policy;
+    pay_status := v_found.pay_status;
     -- Task first, then assignment: the same lock order as the claim and the sweeper.
     {{ task_lock(v_found.task_id) }} INTO v_task;
     {{ assignment_lock(p_assignment) }} INTO v_current;
@@ -245,28 +247,27 @@ BEGIN
     v_excluded := v_fast AND v_found.too_fast_policy = 'exclude';
     IF v_excluded THEN
         -- left for the customer's review: never paid at submit, never auto-approved
-        v_pay.payment_policy := 'on_review';
+        v_policy := 'on_review';
         pay_status := 'pending_review';
     END IF;
-    {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents, v_pay.payment_policy, v_fast) }} INTO v_stored;
+    {{ assignment_submit(p_assignment, p_answer, v_found.project_pay_cents, v_policy, v_fast) }} INTO v_stored;
     {{ task_done(v_found.task_id, p_assignment) }};
     -- Paid at submit only under on_submit; otherwise the acceptance pays (queries/ledger.sql).
-    IF v_pay.payment_policy = 'on_submit' THEN
+    IF v_policy = 'on_submit' THEN
         {{ payout_insert(p_assignment, p_expert, v_found.project_id, v_found.project_pay_cents) }};
     END IF;
 
-    {{ quality_submit_context(v_found.task_id) }} INTO v_ctx;
-    {{ expert_skill_task_done(p_expert, v_ctx.skill) }};
-    IF v_ctx.kind = 'gold' THEN
-        v_correct := taskroute_gold_correct(p_answer, v_ctx.gold_answer, v_ctx.answer_field)
+    {{ expert_skill_task_done(p_expert, v_task.skill) }};
+    IF v_task.kind = 'gold' THEN
+        v_correct := taskroute_gold_correct(p_answer, v_task.gold_answer, v_task.answer_field)
                      AND NOT v_excluded;
         -- on_acceptance: decided (and paid if correct) when real work would be
         PERFORM taskroute_gold_submitted(p_assignment);
-        opened := taskroute_score_gold(p_expert, v_ctx.skill, v_correct, v_ctx.project_id);
+        opened := taskroute_score_gold(p_expert, v_task.skill, v_correct, v_task.project_id);
     ELSE
-        opened := taskroute_resolve_item(v_ctx.item_id, false);
+        opened := taskroute_resolve_item(v_task.item_id, false);
         -- on_review with review by experts: the answer's review task (queries/reviews.sql)
-        IF v_pay.payment_policy = 'on_review' THEN
+        IF v_policy = 'on_review' THEN
             FOR v_row IN {{ review_open(p_assignment) }} LOOP
                 opened := opened || jsonb_build_object(
                     'skill', v_row.skill, 'project_id', v_row.project_id,
@@ -274,7 +275,7 @@ BEGIN
             END LOOP;
         END IF;
         -- The last slot done (and no adjudication or refill opened): completed.
-        PERFORM taskroute_project_settle(v_ctx.project_id, true);
+        PERFORM taskroute_project_settle(v_task.project_id, true);
     END IF;
     outcome := 'stored';
     receipt_id := v_stored.receipt_id;

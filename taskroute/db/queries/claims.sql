@@ -20,10 +20,12 @@ UPDATE experts SET last_seen_at = taskroute_now() WHERE id = $1 RETURNING status
 -- while lease_live; an expired one is what lease_release_own returns to the pool, so a claim
 -- finding none skips that statement). The task by primary key: an active assignment's task
 -- is claimed, and no status literal lets a claimed index that stale statistics think empty
--- be scanned instead (assignment_heartbeat).
+-- be scanned instead (assignment_heartbeat). candidates_swapped and instructions_version as
+-- claim_take returns them.
 SELECT a.id AS assignment_id, a.lease_until, t.id AS task_id, t.project_id, t.skill,
        t.priority, t.item_id, i.payload, i.payload_key, i.payload_bytes, p.customer_id,
-       a.lease_until > taskroute_now() AS lease_live
+       a.lease_until > taskroute_now() AS lease_live, a.candidates_swapped,
+       a.instructions_version
 FROM assignments a
 JOIN tasks t ON t.id = a.task_id AND t.assignment_id = a.id
 JOIN items i ON i.id = a.item_id
@@ -55,13 +57,16 @@ CROSS JOIN LATERAL (
 
 -- fragment: claim_take
 -- $1 expert_id, $2 skills (NULL: every skill the expert holds). The CTEs after `candidate`:
--- the best candidate across skills is claimed (a fresh assignment id and lease), an expired
--- lease it took over is marked expired, and the assignment inserted. Without named skills a
+-- the best candidate across skills is claimed (a fresh assignment id and lease) and the
+-- assignment inserted; `prev_assignment` names the expired lease it took over, if any, which
+-- the caller marks expired (assignment_expire: only a takeover runs it). Without named skills a
 -- scarce skill comes first (skill_scarcity.scarce, kept by the routing job: few other active
 -- holders per second of its backlog), so experts holding a rare skill with backlog take it
 -- before common work others can do; between two scarce skills, the one whose backlog takes its
 -- holders longest (seconds of backlog per active holder: the skill that would drain last);
 -- then eff_priority, then FIFO. Unmeasured skills are not scarce.
+-- The assignment records the project's instructions version current at the claim, and
+-- returns it with `candidates_swapped` (the pairwise layout's order, drawn by its default).
 best AS (
     SELECT * FROM candidate
     -- An expert holding two scarce skills serves the one that would drain last: priority
@@ -83,22 +88,20 @@ claimed AS (
     FROM best c, projects p
     WHERE t.id = c.id AND p.id = t.project_id
     RETURNING t.id AS task_id, t.item_id, t.project_id, t.skill, t.priority,
-              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id
-),
-expire_prev AS (
-    -- by primary key alone, the status settled in SET (see leases_return_to_pool)
-    UPDATE assignments a
-    SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
-    FROM claimed c
-    WHERE a.id = c.prev_assignment
+              t.assignment_id, t.lease_until, c.prev_assignment, p.customer_id,
+              p.instructions_version
 ),
 inserted AS (
-    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
-    SELECT assignment_id, task_id, item_id, project_id, $1, lease_until FROM claimed
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until,
+                             instructions_version)
+    SELECT assignment_id, task_id, item_id, project_id, $1, lease_until, instructions_version
+    FROM claimed
+    RETURNING id, candidates_swapped, instructions_version
 )
 SELECT c.assignment_id, c.lease_until, c.task_id, c.project_id, c.skill, c.priority,
-       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes
-FROM claimed c JOIN items i ON i.id = c.item_id
+       c.item_id, c.customer_id, i.payload, i.payload_key, i.payload_bytes,
+       n.candidates_swapped, n.instructions_version, c.prev_assignment
+FROM claimed c JOIN inserted n ON n.id = c.assignment_id JOIN items i ON i.id = c.item_id
 
 -- name: task_claim
 -- $1 expert_id, $2 skills to restrict to (NULL: every skill the expert holds),
@@ -159,15 +162,13 @@ WITH my_skills AS ({{ claim_skills($1, $2) }}),
 candidate AS ({{ claim_open_any($1, NULL) }}),
 {{ claim_take($1, $2) }};
 
--- name: assignment_handed_out
--- $1 assignment_id. What the claim's insert set by default and by trigger, for the claim's
--- answer: `candidates_swapped`, whether the PAIRWISE layout shows candidate b on the left to
--- this expert (drawn by the column's default; meaningful only for pairwise projects), and
--- `instructions_version`, the project's instructions the claim was given under (set by a
--- trigger, functions/instructions.sql; for the text's cache). By primary key, inside
--- taskroute_claim: the claim's own insert is visible to this statement, not to the statement
--- that called the function.
-SELECT candidates_swapped, instructions_version FROM assignments WHERE id = $1;
+-- name: assignment_expire
+-- $1 assignment_id: the expired lease a claim took over (claim_take's prev_assignment), which
+-- the claim holds locked. By primary key alone, the status settled in SET (see
+-- leases_return_to_pool).
+UPDATE assignments a
+SET status = CASE WHEN a.status = 'active' THEN 'expired' ELSE a.status END
+WHERE a.id = $1;
 
 -- name: claim_paths
 -- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any). Which statements the
@@ -252,10 +253,11 @@ expire_assignments AS (
 SELECT id, skill, project_id, status, min_quality FROM released;
 
 -- name: assignment_get
--- $1 assignment_id.
+-- $1 assignment_id. With what the submit needs of its project (its pay and payment policy).
 SELECT a.*, a.lease_until > taskroute_now() AS lease_live, p.customer_id,
        p.pay_cents AS project_pay_cents, p.status AS project_status,
-       p.min_seconds_per_task, p.too_fast_policy
+       p.min_seconds_per_task, p.too_fast_policy, p.payment_policy,
+       {{ pay_status(p.payment_policy) }} AS pay_status
 FROM assignments a JOIN projects p ON p.id = a.project_id
 WHERE a.id = $1;
 
@@ -354,8 +356,15 @@ RETURNING a.id, a.lease_until, e.skill,
     {{ has_higher_priority_work($2, e.base) }} AS has_high_priority_tasks;
 
 -- name: task_lock
--- $1 task_id. Serialises submits and claims of one task; `kind` tells a review task.
-SELECT status, assignment_id, lease_until, kind FROM tasks WHERE id = $1 FOR UPDATE;
+-- $1 task_id. Serialises submits and claims of one task; `kind` tells a review task. With what
+-- scoring and resolution need after a submit (the item's gold answer, the compared field).
+SELECT t.status, t.assignment_id, t.lease_until, t.kind, t.skill, t.item_id, t.project_id,
+       i.gold_answer, q.answer_field
+FROM tasks t
+JOIN items i ON i.id = t.item_id
+JOIN project_quality q ON q.project_id = t.project_id
+WHERE t.id = $1
+FOR UPDATE OF t;
 
 -- name: assignment_lock
 -- $1 assignment_id.

@@ -22,12 +22,10 @@ WHERE EXISTS (
 -- expert no longer active gets no row, as from the claim.
 -- The same columns as claim_call: the layout's order, the instructions' version and, for a
 -- review task, the answer under review.
-SELECT 'held' AS outcome, h.*, '[]'::jsonb AS released, a.candidates_swapped,
-       a.instructions_version, x.answer_schema, x.layout, x.candidate_keys, r.reviewed_answer,
-       r.reviewed_swapped
+SELECT 'held' AS outcome, h.*, '[]'::jsonb AS released, x.answer_schema, x.layout,
+       x.candidate_keys, r.reviewed_answer, r.reviewed_swapped
 FROM ({{ assignment_active_for_expert($1) }}) h
 JOIN experts e ON e.id = $1 AND e.status = 'active'
-JOIN assignments a ON a.id = h.assignment_id
 {{ claim_context(h.item_id, h.task_id) }};
 
 -- name: claims_held

@@ -94,10 +94,14 @@ LIMIT $3;
 -- name: project_payment_policy
 -- $1 project_id. The policy and what a receipt says will happen.
 SELECT payment_policy, pay_adjudicated_disagreements, status,
-       CASE payment_policy WHEN 'on_submit' THEN 'paid'
-                           WHEN 'on_review' THEN 'pending_review'
-                           ELSE 'pending_resolution' END AS pay_status
+       {{ pay_status(payment_policy) }} AS pay_status
 FROM projects WHERE id = $1;
+
+-- fragment: pay_status
+-- $1 a project's payment_policy. What a receipt says will happen to the answer's pay.
+CASE $1 WHEN 'on_submit' THEN 'paid'
+        WHEN 'on_review' THEN 'pending_review'
+        ELSE 'pending_resolution' END
 
 -- name: assignments_decide
 -- $1 assignment ids, $2 'accepted' | 'rejected', $3 by, $4 reason. Decides the undecided

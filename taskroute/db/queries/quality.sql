@@ -71,8 +71,13 @@ task AS (
     RETURNING id AS task_id, item_id, project_id, skill, priority, assignment_id, lease_until
 ),
 assignment AS (
-    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until)
-    SELECT assignment_id, task_id, item_id, project_id, $1, lease_until FROM task
+    -- the project's instructions version, as claim_take records it
+    INSERT INTO assignments (id, task_id, item_id, project_id, expert_id, lease_until,
+                             instructions_version)
+    SELECT k.assignment_id, k.task_id, k.item_id, k.project_id, $1, k.lease_until,
+           p.instructions_version
+    FROM task k JOIN projects p ON p.id = k.project_id
+    RETURNING id, candidates_swapped, instructions_version
 ),
 exposure AS (
     INSERT INTO gold_exposures (expert_id, item_id, assignment_id)
@@ -86,8 +91,10 @@ counted AS (
     WHERE g.item_id = k.item_id AND q.project_id = g.project_id
 )
 SELECT k.assignment_id, k.lease_until, k.task_id, k.project_id, k.skill, k.priority,
-       k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes
-FROM task k JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id;
+       k.item_id, p.customer_id, i.payload, i.payload_key, i.payload_bytes,
+       a.candidates_swapped, a.instructions_version
+FROM task k JOIN assignment a ON a.id = k.assignment_id
+JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id;
 
 -- fragment: gold_possible
 -- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 project to restrict
@@ -105,14 +112,6 @@ EXISTS (
           AND ($3::uuid IS NULL OR g.project_id = $3::uuid)
     )
 )
-
--- name: quality_submit_context
--- $1 task_id. What scoring and resolution need about a just-submitted task.
-SELECT t.kind, t.skill, t.item_id, t.project_id, i.gold_answer, q.answer_field
-FROM tasks t
-JOIN items i ON i.id = t.item_id
-JOIN project_quality q ON q.project_id = t.project_id
-WHERE t.id = $1;
 
 -- name: expert_skill_task_done
 -- $1 expert_id, $2 skill. Counts a submitted task (drives the onboarding gold share).
