@@ -197,33 +197,21 @@ SELECT id, skill, project_id, status, min_quality FROM released LOOP
             END LOOP;
         END IF;
         released := v_released;
-        SELECT EXISTS (
-    SELECT 1
-    FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
+        SELECT coalesce(bool_or(EXISTS (
+    SELECT 1 FROM gold_pool g
+    WHERE g.skill = s.skill AND g.retired_at IS NULL
+      AND (p_project::uuid IS NULL OR g.project_id = p_project::uuid)
+)), false) AS gold,
+       p_project::uuid IS NOT NULL OR coalesce(bool_or(EXISTS (
+           SELECT 1 FROM tasks t
+           WHERE t.status = 'claimed' AND t.skill = s.skill
+             AND t.lease_until < taskroute_now()
+       )), false) AS takeover
+FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
 FROM expert_skills es
 JOIN experts e ON e.id = es.expert_id
 WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
-  AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s
-    WHERE EXISTS (
-        SELECT 1 FROM gold_pool g
-        WHERE g.skill = s.skill AND g.retired_at IS NULL
-          AND (p_project::uuid IS NULL OR g.project_id = p_project::uuid)
-    )
-) AS gold,
-       (p_project::uuid IS NOT NULL OR EXISTS (
-           SELECT 1
-           FROM (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
-FROM expert_skills es
-JOIN experts e ON e.id = es.expert_id
-WHERE es.expert_id = p_expert AND es.status = 'active' AND e.status = 'active'
-  AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s
-           CROSS JOIN LATERAL (
-               SELECT 1 FROM tasks t
-               WHERE t.status = 'claimed' AND t.skill = s.skill
-                 AND t.lease_until < taskroute_now()
-               LIMIT 1
-           ) e
-       )) AS takeover INTO v_paths;
+  AND (p_skills::text[] IS NULL OR es.skill = ANY (p_skills::text[]))) s INTO v_paths;
         IF v_paths.gold THEN
             WITH my_skills AS (SELECT es.skill, es.quality, e.capabilities, es.tasks_done
 FROM expert_skills es

@@ -172,21 +172,18 @@ WHERE a.id = $1;
 
 -- name: claim_paths
 -- $1 expert_id, $2 skills (NULL: all), $3 project scope (NULL: any). Which statements the
--- claim needs, asked in one: `gold`, whether gold_claim could serve anything
--- (gold_possible); `takeover`, whether it needs task_claim rather than task_claim_open: a
--- scoped claim, or a claimed task of a skill the expert may claim in whose task lease (a
--- lower bound of its assignment's) passed. One index probe per skill (tasks_claimed_lease).
-SELECT {{ gold_possible($1, $2, $3) }} AS gold,
-       ($3::uuid IS NOT NULL OR EXISTS (
-           SELECT 1
-           FROM ({{ eligible_skills($1, $2) }}) s
-           CROSS JOIN LATERAL (
-               SELECT 1 FROM tasks t
-               WHERE t.status = 'claimed' AND t.skill = s.skill
-                 AND t.lease_until < taskroute_now()
-               LIMIT 1
-           ) e
-       )) AS takeover;
+-- claim needs, asked in one pass over the skills the expert may claim in: `gold`, whether
+-- gold_claim could serve anything (gold_possible); `takeover`, whether it needs task_claim
+-- rather than task_claim_open: a scoped claim, or a claimed task of one of those skills whose
+-- task lease (a lower bound of its assignment's) passed. Per skill, one index probe of each
+-- (gold_pool_serve, tasks_claimed_lease).
+SELECT coalesce(bool_or({{ gold_possible(s, $3) }}), false) AS gold,
+       $3::uuid IS NOT NULL OR coalesce(bool_or(EXISTS (
+           SELECT 1 FROM tasks t
+           WHERE t.status = 'claimed' AND t.skill = s.skill
+             AND t.lease_until < taskroute_now()
+       )), false) AS takeover
+FROM ({{ eligible_skills($1, $2) }}) s;
 
 -- name: leases_release_expired
 -- $1 max rows, $2 expert_id (NULL: everyone's). The sweeper's: rows another transaction holds

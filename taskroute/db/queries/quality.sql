@@ -97,20 +97,15 @@ FROM task k JOIN assignment a ON a.id = k.assignment_id
 JOIN projects p ON p.id = k.project_id JOIN items i ON i.id = k.item_id;
 
 -- fragment: gold_possible
--- $1 expert_id, $2 skills to restrict to (NULL: all the expert holds), $3 project to restrict
--- to (NULL: any). Whether gold_claim could serve anything at all: an unretired gold item of
--- a skill the expert may claim in (of that project, when scoped). One gold_pool_serve probe
--- per skill. The claim runs gold_claim only then: its writing CTEs fire their tables'
--- statement triggers even when they write nothing (a third of an empty claim's work, where
--- no project has gold). Asked in claim_paths (queries/claims.sql).
+-- $1 alias of an eligible_skills row, $2 project to restrict to (NULL: any). Whether
+-- gold_claim could serve anything in that skill: an unretired gold item (of that project, when
+-- scoped). One gold_pool_serve probe. The claim runs gold_claim only when some skill says so
+-- (claim_paths, queries/claims.sql): its writing CTEs fire their tables' statement triggers
+-- even when they write nothing (a third of an empty claim's work, where no project has gold).
 EXISTS (
-    SELECT 1
-    FROM ({{ eligible_skills($1, $2) }}) s
-    WHERE EXISTS (
-        SELECT 1 FROM gold_pool g
-        WHERE g.skill = s.skill AND g.retired_at IS NULL
-          AND ($3::uuid IS NULL OR g.project_id = $3::uuid)
-    )
+    SELECT 1 FROM gold_pool g
+    WHERE g.skill = $1.skill AND g.retired_at IS NULL
+      AND ($2::uuid IS NULL OR g.project_id = $2::uuid)
 )
 
 -- name: expert_skill_task_done
