@@ -1090,12 +1090,12 @@ DECLARE
     v_best record;
     v_confidence real;
     v_want integer := 0;
-    v_pay record;
     v_pay_all boolean;
     v_correction jsonb;
 BEGIN
     PERFORM 1 FROM (SELECT id FROM items WHERE id = p_item FOR NO KEY UPDATE) l;
     SELECT i.id AS item_id, i.project_id, p.redundancy, p.status AS project_status,
+       p.payment_policy, p.pay_adjudicated_disagreements,
        q.answer_field, q.agreement_threshold, q.adjudication_min_quality, q.adjudicate,
        q.resolution, q.answer_choices, q.confidence_threshold,
        least(p.redundancy, coalesce(q.min_answers, p.redundancy)) AS min_answers,
@@ -1307,14 +1307,9 @@ WHERE a.item_id = p_item AND a.status = 'submitted' AND t.kind IN ('normal', 'ad
     -- disagreements with an adjudicated result). Decisions stand once made: a later
     -- re-resolution changes the result, not the pay (a retraction is the correction).
     -- On a canceled project an item that can no longer resolve pays its answers.
-    SELECT payment_policy, pay_adjudicated_disagreements, status,
-       CASE payment_policy WHEN 'on_submit' THEN 'paid'
-        WHEN 'on_review' THEN 'pending_review'
-        ELSE 'pending_resolution' END AS pay_status
-FROM projects WHERE id = st.project_id INTO v_pay;
-    IF v_pay.payment_policy = 'on_acceptance' THEN
+    IF st.payment_policy = 'on_acceptance' THEN
         IF v_status = 'resolved' THEN
-            v_pay_all := v_method = 'adjudicated' AND v_pay.pay_adjudicated_disagreements;
+            v_pay_all := v_method = 'adjudicated' AND st.pay_adjudicated_disagreements;
             WITH locked AS (
     SELECT a.id FROM assignments a JOIN tasks t ON t.id = a.task_id
     WHERE a.item_id = p_item AND a.review_status = 'submitted' AND a.retracted_at IS NULL

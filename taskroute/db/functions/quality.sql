@@ -169,7 +169,6 @@ DECLARE
     v_best record;
     v_confidence real;
     v_want integer := 0;
-    v_pay record;
     v_pay_all boolean;
     v_correction jsonb;
 BEGIN
@@ -329,10 +328,9 @@ BEGIN
     -- disagreements with an adjudicated result). Decisions stand once made: a later
     -- re-resolution changes the result, not the pay (a retraction is the correction).
     -- On a canceled project an item that can no longer resolve pays its answers.
-    {{ project_payment_policy(st.project_id) }} INTO v_pay;
-    IF v_pay.payment_policy = 'on_acceptance' THEN
+    IF st.payment_policy = 'on_acceptance' THEN
         IF v_status = 'resolved' THEN
-            v_pay_all := v_method = 'adjudicated' AND v_pay.pay_adjudicated_disagreements;
+            v_pay_all := v_method = 'adjudicated' AND st.pay_adjudicated_disagreements;
             {{ assignments_decide_resolved(p_item, st.answer_field, v_answer, v_pay_all) }};
         ELSIF NOT v_live THEN
             {{ assignments_decide_canceled(st.project_id, p_item) }};

@@ -176,11 +176,13 @@ SELECT id, skill, project_id, status, min_quality FROM released;
 SELECT id FROM items WHERE id = $1 FOR NO KEY UPDATE
 
 -- name: item_lock_state
--- $1 item_id. What resolving the item needs: policy, live normal slots, the current result.
+-- $1 item_id. What resolving the item needs: policy (quality and payment), live normal slots,
+-- the current result.
 -- Run after item_lock, as its own statement: a statement that waited for the lock reads the
 -- other tables as of its start, so counts and versions written by the racing submit that held
 -- the lock would be missed (two answers 3 ms apart each saw the other's slot as still live).
 SELECT i.id AS item_id, i.project_id, p.redundancy, p.status AS project_status,
+       p.payment_policy, p.pay_adjudicated_disagreements,
        q.answer_field, q.agreement_threshold, q.adjudication_min_quality, q.adjudicate,
        q.resolution, q.answer_choices, q.confidence_threshold,
        least(p.redundancy, coalesce(q.min_answers, p.redundancy)) AS min_answers,
