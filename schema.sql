@@ -1767,6 +1767,15 @@ CREATE FUNCTION taskroute_webhook_result_changes() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    -- No enabled endpoint of these changes' customers (the common case: a submit that
+    -- resolved an item): one probe, and the writing statement below is never started.
+    IF NOT EXISTS (
+        SELECT 1 FROM new_changes n
+        JOIN projects p ON p.id = n.project_id
+        JOIN webhook_endpoints e ON e.customer_id = p.customer_id AND e.status = 'enabled'
+    ) THEN
+        RETURN NULL;
+    END IF;
     WITH c AS (
         SELECT n.*, p.customer_id, taskroute_webhook_change_type(n.change) AS type
         FROM new_changes n JOIN projects p ON p.id = n.project_id
