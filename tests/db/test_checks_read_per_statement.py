@@ -1,8 +1,9 @@
 """Postgres reads a table's CHECK constraints, and the WHEN conditions of its row triggers,
-back from their stored node text in every statement that writes the table. On the tables every
-claim and submit writes, value lists are one array constant, not IN lists (a node per value,
-folded again per statement): migrations/0011_checks_as_array_constants.sql and the
-`tasks_finished` trigger (functions/projects.sql). The rules themselves still hold."""
+back from their stored node text in every statement that writes the table; a domain's
+constraints it reads once per session. The value lists of the columns every claim and submit
+writes are domains (migrations/0013_status_domains.sql); the WHEN conditions on those tables
+hold value lists as one array constant, not IN lists (a node per value, folded again per
+statement; `tasks_finished`, functions/projects.sql). The rules themselves still hold."""
 
 from __future__ import annotations
 
@@ -21,15 +22,41 @@ CYCLE_TABLES = [
     "expert_skills",
 ]
 
+VALUE_LISTS = [
+    ("tasks", "status", "id"),
+    ("tasks", "kind", "id"),
+    ("assignments", "status", "id"),
+    ("assignments", "review_status", "id"),
+    ("payouts", "kind", "id"),
+    ("item_results", "status", "item_id"),
+    ("result_changes", "change", "seq"),
+    ("experts", "status", "id"),
+    ("expert_skills", "status", "expert_id"),
+]
 
-async def test_the_cycles_tables_check_value_lists_as_one_constant(db: asyncpg.Connection) -> None:
-    in_lists = await db.fetch(
+
+async def test_the_cycles_value_lists_are_domains_not_table_checks(
+    db: asyncpg.Connection,
+) -> None:
+    kinds = await db.fetch(
+        "SELECT c.relname AS tbl, a.attname AS col, t.typtype::text AS kind"
+        " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " JOIN pg_type t ON t.oid = a.atttypid"
+        " WHERE (c.relname, a.attname) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
+        [t for t, _, _ in VALUE_LISTS],
+        [c for _, c, _ in VALUE_LISTS],
+    )
+    assert sorted((r["tbl"], r["col"], r["kind"]) for r in kinds) == sorted(
+        (t, c, "d") for t, c, _ in VALUE_LISTS
+    )
+    # what is left as table checks spans columns (payouts' kind against its references)
+    single_column = await db.fetch(
         "SELECT conrelid::regclass::text AS tbl, conname FROM pg_constraint"
         " WHERE contype = 'c' AND conrelid::regclass::text = ANY ($1::text[])"
-        " AND conbin::text LIKE '%{ARRAYEXPR%'",
+        " AND cardinality(conkey) = 1",
         CYCLE_TABLES,
     )
-    assert [dict(r) for r in in_lists] == []
+    assert [dict(r) for r in single_column] == []
     conditions = await db.fetch(
         "SELECT tgname FROM pg_trigger WHERE tgrelid::regclass::text = ANY ($1::text[])"
         " AND tgqual LIKE '%{ARRAYEXPR%'",
@@ -38,20 +65,7 @@ async def test_the_cycles_tables_check_value_lists_as_one_constant(db: asyncpg.C
     assert [r["tgname"] for r in conditions] == []
 
 
-@pytest.mark.parametrize(
-    ("table", "column", "key"),
-    [
-        ("tasks", "status", "id"),
-        ("tasks", "kind", "id"),
-        ("assignments", "status", "id"),
-        ("assignments", "review_status", "id"),
-        ("payouts", "kind", "id"),
-        ("item_results", "status", "item_id"),
-        ("result_changes", "change", "seq"),
-        ("experts", "status", "id"),
-        ("expert_skills", "status", "expert_id"),
-    ],
-)
+@pytest.mark.parametrize(("table", "column", "key"), VALUE_LISTS)
 async def test_a_value_outside_a_list_is_refused(
     api: Api, db: asyncpg.Connection, table: str, column: str, key: str
 ) -> None:
