@@ -1313,7 +1313,7 @@ WHERE item_id = p_item AND kind = 'adjudication' AND status = 'open';
     v_version := st.version + (v_change IS NOT NULL)::int;
     INSERT INTO item_results (item_id, project_id, status, answer, agreement, answers, method,
                           version, confidence, updated_at)
-VALUES (p_item, st.project_id, v_status, v_answer, v_agreement, v_normal, v_method, v_version, v_confidence, taskroute_now())
+VALUES (p_item, st.project_id, v_status::text, v_answer, v_agreement, v_normal, v_method, v_version, v_confidence, taskroute_now())
 ON CONFLICT (item_id) DO UPDATE
 SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agreement,
     answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
@@ -1322,7 +1322,7 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
         -- No lock: the feed is read up to a horizon (queries/quality.sql result_feed_horizon).
         INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement, method,
                             confidence, answers)
-VALUES (st.project_id, p_item, v_version, v_change, v_answer, v_agreement, v_method, v_confidence, (SELECT coalesce(jsonb_agg(jsonb_build_object(
+VALUES (st.project_id, p_item, v_version, v_change::text, v_answer, v_agreement, v_method, v_confidence, (SELECT coalesce(jsonb_agg(jsonb_build_object(
            'expert_id', a.expert_id, 'answer', a.answer, 'kind', t.kind,
            'retracted', a.retracted_at IS NOT NULL) ORDER BY a.submitted_at, a.id), '[]')
 FROM assignments a JOIN tasks t ON t.id = a.task_id

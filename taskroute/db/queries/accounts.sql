@@ -227,7 +227,7 @@ UPDATE experts SET capabilities = $2 WHERE id = $1 RETURNING *;
 -- name: expert_set_status
 -- $1 expert id, $2 'active' | 'disabled'. A trigger tells every process's credential
 -- cache to drop the expert's tokens.
-UPDATE experts SET status = $2 WHERE id = $1 RETURNING *;
+UPDATE experts SET status = $2::text WHERE id = $1 RETURNING *;
 
 -- name: expert_current_claim
 -- $1 expert id. The live claim, if any.

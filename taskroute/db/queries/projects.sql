@@ -53,7 +53,7 @@ INSERT INTO tasks (item_id, project_id, skill, priority, eff_priority, min_quali
                    max_retries, status)
 SELECT u.item_id, p.id, u.skill, u.priority,
        routing_eff_priority(p.priority, p.deadline_bumped, u.priority), p.min_quality,
-       p.max_retries, $3
+       p.max_retries, $3::text
 FROM projects p
 CROSS JOIN unnest($2::uuid[], $4::text[], $5::int[]) AS u(item_id, skill, priority)
 -- dynamic overlap: a weighted-resolution project with min_answers starts items with that many

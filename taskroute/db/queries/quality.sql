@@ -257,7 +257,7 @@ WHERE item_id = $1 AND kind = 'adjudication' AND status = 'open';
 -- $8 version, $9 confidence (weighted rule; NULL otherwise).
 INSERT INTO item_results (item_id, project_id, status, answer, agreement, answers, method,
                           version, confidence, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, taskroute_now())
+VALUES ($1, $2, $3::text, $4, $5, $6, $7, $8, $9, taskroute_now())
 ON CONFLICT (item_id) DO UPDATE
 SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agreement,
     answers = EXCLUDED.answers, method = EXCLUDED.method, version = EXCLUDED.version,
@@ -270,7 +270,7 @@ SET status = EXCLUDED.status, answer = EXCLUDED.answer, agreement = EXCLUDED.agr
 -- export as of this change reads it alone (resolvers/exports/).
 INSERT INTO result_changes (project_id, item_id, version, change, answer, agreement, method,
                             confidence, answers)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ({{ item_answers_snapshot($2) }}));
+VALUES ($1, $2, $3, $4::text, $5, $6, $7, $8, ({{ item_answers_snapshot($2) }}));
 
 -- fragment: item_answers_snapshot
 -- $1 item_id. Every submitted answer of the item (normal and adjudication slots; gold has
