@@ -835,14 +835,14 @@ DECLARE
 BEGIN
     UPDATE expert_pace p
     SET assignment_ids = (NEW.id || p.assignment_ids)[1:40],
-        skills = ((SELECT t.skill FROM tasks t WHERE t.id = NEW.task_id) || p.skills)[1:40],
+        skills = (t.skill || p.skills)[1:40],
         claim_us = ((extract(epoch FROM NEW.submitted_at - NEW.claimed_at) * 1000000)::bigint
                     || p.claim_us)[1:40],
         submitted_us = (v_submitted || p.submitted_us)[1:40]
-    WHERE p.expert_id = NEW.expert_id
+    FROM tasks t
+    WHERE p.expert_id = NEW.expert_id AND t.id = NEW.task_id
       AND v_submitted >= p.submitted_us[1]
-      AND NOT NEW.id = ANY (p.assignment_ids)
-      AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = NEW.task_id);
+      AND NOT NEW.id = ANY (p.assignment_ids);
     IF NOT FOUND THEN
         PERFORM taskroute_pace_merge(ARRAY[NEW.id], ARRAY[NEW.expert_id], ARRAY[NEW.task_id],
                                      ARRAY[NEW.claimed_at], ARRAY[NEW.submitted_at]);
