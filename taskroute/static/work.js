@@ -162,6 +162,7 @@ function makeField(name, schema, label) {
     for (const option of schema.enum) {
       const b = document.createElement("button");
       b.type = "button"; b.textContent = typeof option === "string" ? option : JSON.stringify(option);
+      b.dataset.option = JSON.stringify(option);
       b.onclick = () => {
         f.value = option;
         for (const x of box.children) x.classList.remove("chosen");
@@ -209,6 +210,18 @@ function readField(f) {
   if (f.kind === "boolean") return f.input.checked;
   if (f.input.value.trim() === "") return undefined;
   try { return JSON.parse(f.input.value); } catch (e) { throw { field: f, message: "This is not valid JSON." }; }
+}
+
+// The inverse of readField: shows `v` in the field (a value the field cannot show leaves it
+// empty, as a new form starts).
+function writeField(f, v) {
+  if (f.kind === "enum") {
+    const b = f.wrap.querySelector(`.choices button[data-option='${CSS.escape(JSON.stringify(v))}']`);
+    if (b) b.onclick();
+  } else if (f.kind === "string") f.input.value = typeof v === "string" ? v : "";
+  else if (f.kind === "number") f.input.value = typeof v === "number" ? String(v) : "";
+  else if (f.kind === "boolean") f.input.checked = v === true;
+  else f.input.value = v === undefined ? "" : JSON.stringify(v, null, 2);
 }
 
 function clearErrors() {
@@ -354,7 +367,7 @@ function documentLayout(payload) {
 }
 
 // A review task: the answer under review, and accept / reject (a reason) / correct (the
-// layout's form, filled with the corrected answer).
+// layout's form, which starts as the answer under review: the reviewer changes what is wrong).
 function reviewTaskView(t) {
   const shown = $("review-of"); shown.hidden = false;
   $("review-answer").textContent = JSON.stringify(t.review_of.answer, null, 2);
@@ -371,6 +384,11 @@ function reviewTaskView(t) {
     };
   }
   $("review-reason").value = "";
+  const reviewed = t.review_of.answer;
+  if (state.objectForm) {
+    const fields = reviewed && typeof reviewed === "object" ? reviewed : {};
+    for (const f of state.fields) writeField(f, fields[f.name]);
+  } else if (state.fields.length) writeField(state.fields[0], reviewed);
   $("fields").hidden = true;
 }
 

@@ -223,11 +223,14 @@ async def test_review_task_view(
         await p.page.click("#verdict button[data-verdict=reject]")
         await p.page.click("#submit")
         await p.page.locator("#answer-error", has_text="reason").wait_for(timeout=WAIT_MS)
-        # a correction: the rubric form appears, its answer becomes the label
+        # a correction: the rubric form appears holding the answer under review; the reviewer
+        # changes what is wrong and the corrected answer becomes the label
         await p.page.click("#verdict button[data-verdict=correct]")
         assert await p.page.is_visible("#fields")
+        chosen = await p.page.locator("#fields .choices button.chosen").all_text_contents()
+        assert chosen == ["2", "ok"]
+        assert await p.page.input_value("[data-field=comment] textarea") == ""
         await p.page.click("[data-field=accuracy] button:text('5')")
-        await p.page.click("[data-field=tone] button:text('good')")
         await p.page.fill("#review-reason", "the argument holds")
         await p.shot("workbench-review-task.png")
         await p.page.click("#submit")
@@ -236,7 +239,7 @@ async def test_review_task_view(
         label = await db.fetchval(
             "SELECT answer FROM item_results WHERE project_id = $1 AND method = 'corrected'", pid
         )
-        assert json.loads(label) == {"accuracy": 5, "tone": "good"}
+        assert json.loads(label) == {"accuracy": 5, "tone": "ok"}
         state = await db.fetchval(
             "SELECT review_status FROM assignments WHERE id = $1", original["assignmentId"]
         )
