@@ -136,11 +136,12 @@ WHERE NOT EXISTS (
 SELECT count(*) FROM bare_tasks WHERE status = 'done';
 
 -- name: bench_cycle_procedure
--- No parameters. `bench_cycles(first, n)` for bench/cycle_instructions.py: n claim+submit
--- cycles through the service's own functions, each call committed on its own (as the API
--- runs them), by experts in a fixed order (the k-th cycle: expert number (first + k) * 7919
--- mod the experts, by id). CALLed at top level, so it may COMMIT.
-CREATE PROCEDURE bench_cycles(p_first integer, p_n integer)
+-- No parameters. `bench_cycles(first, n, heartbeats)` for bench/cycle_instructions.py: n
+-- claim+submit cycles through the service's own functions, with `heartbeats` heartbeats
+-- between the claim and the submit, each call committed on its own (as the API runs them),
+-- by experts in a fixed order (the k-th cycle: expert number (first + k) * 7919 mod the
+-- experts, by id). CALLed at top level, so it may COMMIT.
+CREATE PROCEDURE bench_cycles(p_first integer, p_n integer, p_heartbeats integer DEFAULT 0)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_experts uuid[] := (SELECT array_agg(id ORDER BY id) FROM experts);
@@ -151,6 +152,10 @@ BEGIN
         v_expert := v_experts[1 + (k * 7919) % cardinality(v_experts)];
         SELECT assignment_id INTO v_assignment FROM taskroute_claim(v_expert, NULL, NULL, 0.5);
         COMMIT;
+        FOR h IN 1 .. CASE WHEN v_assignment IS NULL THEN 0 ELSE p_heartbeats END LOOP
+            PERFORM taskroute_heartbeat(v_assignment, v_expert);
+            COMMIT;
+        END LOOP;
         IF v_assignment IS NOT NULL THEN
             PERFORM taskroute_submit(v_assignment, v_expert, '{"grade": 4}');
             COMMIT;

@@ -17,9 +17,10 @@ What it does:
    copied twice.
 2. On each copy a single-user backend (`postgres --single`) runs under `valgrind --tool=callgrind`
    and CALLs bench_cycles (bench/bench.sql): --warm cycles, then on the second copy --cycles
-   more. A cycle is the service's own taskroute_claim then taskroute_submit, each committed on
-   its own, by experts in a fixed order. The difference of the two counts divided by --cycles is
-   one cycle with plans cached and catalogs warm; start-up and warm-up cancel out.
+   more. A cycle is the service's own taskroute_claim then taskroute_submit (with --heartbeats,
+   that many taskroute_heartbeat calls between them), each committed on its own, by experts
+   in a fixed order. The difference of the two counts divided by --cycles is one cycle with
+   plans cached and catalogs warm; start-up and warm-up cancel out.
 3. Where a cycle's instructions go (callgrind_annotate, inclusive, the same difference): the
    functions that name Postgres' per-statement costs (executor start-up and end, triggers,
    index entries, CHECK constraints parsed per statement, plan cache checks, commit, WAL).
@@ -127,8 +128,9 @@ def main(args: argparse.Namespace) -> None:
             copy = cluster.dir / tag
             subprocess.run(["cp", "-a", str(cluster.data), str(copy)], check=True)
             copies.append(copy)
-        warm = f"CALL bench_cycles(0, {args.warm});\n\n"
-        more = f"CALL bench_cycles({args.warm}, {args.cycles});\n\n"
+        hb = args.heartbeats
+        warm = f"CALL bench_cycles(0, {args.warm}, {hb});\n\n"
+        more = f"CALL bench_cycles({args.warm}, {args.cycles}, {hb});\n\n"
         base_total, base_fn = inclusive(callgrind_run(cluster, copies[0], db, warm))
         more_out = callgrind_run(cluster, copies[1], db, warm + more)
         more_total, more_fn = inclusive(more_out)
@@ -141,7 +143,10 @@ def main(args: argparse.Namespace) -> None:
         cluster.destroy()
     per_cycle = (more_total - base_total) / args.cycles
     print(f"# bench/cycle_instructions.py: {args.cycles} cycles after {args.warm} warm-up ones")
-    print(f"instructions per cycle (claim + submit, each committed): {per_cycle / 1e6:.3f} M")
+    calls = (
+        f"claim + {args.heartbeats} heartbeat(s) + submit" if args.heartbeats else "claim + submit"
+    )
+    print(f"instructions per cycle ({calls}, each committed): {per_cycle / 1e6:.3f} M")
     print("where they go (inclusive; a line's share includes the lines indented under it):")
     for fn, what in WHERE_IT_GOES:
         n = (more_fn.get(fn, 0) - base_fn.get(fn, 0)) / args.cycles
@@ -157,6 +162,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--experts", type=int, default=3_000)
     p.add_argument("--history", type=int, default=5_000)
     p.add_argument("--keep", type=Path, help="copy both callgrind outputs to this folder")
+    p.add_argument(
+        "--heartbeats", type=int, default=0, help="heartbeats between each claim and submit"
+    )
     return p.parse_args()
 
 
